@@ -1,0 +1,83 @@
+"""onnxruntime backend: CPU, and CUDA where onnxruntime-gpu and a GPU are present."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import BackendUnavailable
+
+__all__ = ["OnnxBackend", "cuda_available", "pad_batch"]
+
+
+def pad_batch(
+    batch: Sequence[Sequence[int]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(input_ids, attention_mask), padded with 0 to the batch's longest sequence."""
+    width = max((len(s) for s in batch), default=0)
+    ids = np.zeros((len(batch), max(width, 1)), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for i, seq in enumerate(batch):
+        ids[i, : len(seq)] = seq
+        mask[i, : len(seq)] = 1
+    return ids, mask
+
+
+def cuda_available() -> tuple[bool, str]:
+    """Whether the CUDA provider can run here, and if not, why."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False, ("onnxruntime has no CUDA provider (pip install 'edgembed[cuda]', which "
+                       "installs onnxruntime-gpu in place of onnxruntime)")
+    try:
+        import ctypes
+
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False, "no NVIDIA driver found (libcuda.so.1 cannot be loaded)"
+    return True, "CUDA provider and driver present"
+
+
+class OnnxBackend:
+    """Runs an exported edgembed ONNX model with onnxruntime."""
+
+    def __init__(self, model_path: Path, *, device: str = "cpu", threads: int | None = None):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        if threads:
+            so.intra_op_num_threads = int(threads)
+            so.inter_op_num_threads = 1
+        providers: list[Any]
+        if device == "cuda":
+            ok, why = cuda_available()
+            if not ok:
+                raise BackendUnavailable(f"backend 'cuda' cannot run here: {why}")
+            providers = [("CUDAExecutionProvider", {}), "CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        try:
+            self.session = ort.InferenceSession(str(model_path), so, providers=providers)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise BackendUnavailable(f"onnxruntime cannot load {model_path}: {exc}") from None
+        if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
+            raise BackendUnavailable(
+                "onnxruntime could not start its CUDA provider (check the CUDA and cuDNN "
+                "libraries onnxruntime-gpu needs)"
+            )
+        self.name = "cuda" if device == "cuda" else "onnx"
+        out = {o.name: o for o in self.session.get_outputs()}
+        self.dim = int(out["pooled"].shape[-1])
+
+    def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        if not batch:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        ids, mask = pad_batch(batch)
+        (pooled,) = self.session.run(["pooled"], {"input_ids": ids, "attention_mask": mask})
+        return np.asarray(pooled, dtype=np.float32)

@@ -1,0 +1,133 @@
+"""Model export: Hugging Face files → ONNX variants with a measured quality report.
+
+``export_model`` is what ``embed export`` runs: pull the source files, build each variant's
+graph (``graph.py`` + ``variants.py``), check it with ``onnx.checker``, write it atomically,
+measure it against fp32 (``validate.py``) and record everything in the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import onnx
+
+from ..backends.onnx import OnnxBackend
+from ..catalog import ModelSpec
+from ..errors import InputError
+from ..manifest import Manifest, VariantEntry
+from ..sources import PulledModel, pull, sha256_file
+from .graph import BertConfig, load_bert_weights
+from .validate import calibration_texts, embed_alone, measure_quality
+from .variants import VARIANTS, Variant, build_variant
+
+__all__ = ["DEFAULT_VARIANTS", "export_model", "parse_variants"]
+
+DEFAULT_VARIANTS = ("fp32", "int8")
+
+
+def parse_variants(text: str | Iterable[str]) -> list[Variant]:
+    items = [v.strip() for v in text.split(",")] if isinstance(text, str) else list(text)
+    out: list[Variant] = []
+    for item in items:
+        if not item:
+            continue
+        try:
+            v = Variant(item.lower())
+        except ValueError:
+            known = ", ".join(v.value for v in Variant)
+            raise InputError(f"unknown variant {item!r}; choose from {known}") from None
+        if v not in out:
+            out.append(v)
+    if not out:
+        raise InputError("no variant given; e.g. --variants fp32,int8")
+    return out
+
+
+def _write_model(model: onnx.ModelProto, path: Path) -> None:
+    onnx.checker.check_model(model)
+    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".onnx", dir=path.parent)
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _manifest_for(pulled: PulledModel) -> Manifest:
+    spec: ModelSpec = pulled.spec
+    from ..sources import FILES_RECORD  # the digests recorded at pull time
+
+    record = pulled.source_dir / FILES_RECORD
+    import json
+
+    files = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+    return Manifest(
+        name=spec.name, dim=spec.dim, max_length=spec.max_seq_length,
+        pooling=spec.pooling.value, normalize=spec.normalize,
+        query_prefix=spec.query_prefix, document_prefix=spec.document_prefix,
+        license=spec.license, source=pulled.source, source_files=files,
+    )
+
+
+def export_model(
+    model: str | os.PathLike[str],
+    *,
+    variants: Iterable[str] | str = DEFAULT_VARIANTS,
+    force: bool = False,
+    threads: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Manifest, Path]:
+    """Export ``variants`` of ``model`` (catalog name or local directory) into its cache dir.
+
+    Variants already exported and intact are kept unless ``force``. Returns the manifest and
+    the model directory.
+    """
+    wanted = parse_variants(variants)
+    say = progress or (lambda _msg: None)
+    pulled = pull(model)
+    model_dir = pulled.dir
+    try:
+        manifest = Manifest.load(model_dir)
+    except Exception:
+        manifest = _manifest_for(pulled)
+    todo = [v for v in wanted if force or v.value not in manifest.variants
+            or not (model_dir / manifest.variants[v.value].file).is_file()]
+    if not todo:
+        return manifest, model_dir
+
+    config = BertConfig.from_dir(pulled.source_dir)
+    weights = load_bert_weights(pulled.source_dir, config)
+    from .._tokenize import load_tokenizer
+
+    tok = load_tokenizer(pulled.source_dir, pulled.spec.max_seq_length)
+    ids = [e.ids for e in tok.encode_batch(calibration_texts())]
+
+    fp32_path = model_dir / "model.fp32.onnx"
+    if Variant.FP32 in todo or not fp32_path.is_file():
+        say("building fp32 graph")
+        _write_model(build_variant(Variant.FP32, weights, config, pulled.spec), fp32_path)
+    reference = embed_alone(OnnxBackend(fp32_path, threads=threads), ids)
+
+    for v in [Variant.FP32, *[t for t in todo if t is not Variant.FP32]]:
+        path = model_dir / f"model.{v.value}.onnx"
+        if v is not Variant.FP32:
+            if v not in todo:
+                continue
+            say(f"building {v.value} graph")
+            _write_model(build_variant(v, weights, config, pulled.spec), path)
+        elif Variant.FP32 not in wanted and "fp32" not in manifest.variants:
+            continue
+        say(f"measuring {v.value}")
+        quality = measure_quality(OnnxBackend(path, threads=threads), ids, reference)
+        manifest.variants[v.value] = VariantEntry(
+            file=path.name, size=path.stat().st_size, sha256=sha256_file(path),
+            description=VARIANTS[v].description, quality=quality,
+        )
+    manifest.variants = dict(sorted(manifest.variants.items()))
+    manifest.save(model_dir)
+    return manifest, model_dir
