@@ -1,0 +1,598 @@
+#!/usr/bin/env python3
+"""Generate runtime/src/unicode_tables.{h,c}: the character data of the engine's tokenizer.
+
+The tables describe every code point exactly as Hugging Face `tokenizers` sees it in BERT
+normalization and pre-tokenization, so that the C tokenizer produces the same ids:
+
+    flags   DROP (clean_text removes it), WHITESPACE, PUNCT (BertPreTokenizer isolates it),
+            MN (strip_accents removes it), CJK (handle_chinese_chars spaces it), and two hints:
+            HAS_LOWER, HAS_DECOMP
+    ccc     canonical combining class (NFD's canonical ordering)
+    nfd     full canonical decomposition (Hangul syllables are decomposed in code)
+    lower   lowercase mapping (Rust's char::to_lowercase: full mapping, no context)
+
+The data comes from Python's `unicodedata`. `tokenizers` does not use one Unicode version, though:
+its Rust code takes each property from a different source,
+
+    unicode_categories 0.1           Unicode 8.0   is_other (clean_text), is_mark_nonspacing
+                                                   (strip_accents), is_punctuation (pre_tokenizer)
+    unicode-normalization-alignments Unicode 9.0   NFD decompositions, combining classes
+    Rust core (char)                 Unicode 17.0  is_whitespace, to_lowercase  (tokenizers 0.23.3)
+
+so the tables are `unicodedata` (Unicode 14.0.0 in Python 3.11) plus OVERRIDES: the code points
+where those sources disagree with Python's data. The overrides were measured by probing every code
+point through the installed `tokenizers` (`--derive` prints them again). `--check` probes the
+installed `tokenizers` and fails if any property of any code point differs from the tables.
+
+Usage (from the repository root, with the project's virtual environment):
+    python runtime/tools/gen_unicode_tables.py            # write the two files into runtime/src
+    python runtime/tools/gen_unicode_tables.py --check    # compare with the installed tokenizers
+    python runtime/tools/gen_unicode_tables.py --derive   # print OVERRIDES (this Python/tokenizers)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import unicodedata
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import cast
+
+REPO = Path(__file__).resolve().parents[2]
+OUT_DIR = REPO / "runtime" / "src"
+
+MAX_CP = 0x110000
+SURROGATES = range(0xD800, 0xE000)
+
+# The generated files depend on this exact unicodedata version: OVERRIDES are relative to it.
+UNIDATA_VERSION = "14.0.0"
+
+# --- Where tokenizers 0.23.3 differs from Python's unicodedata 14.0.0 ---------------------------
+# Regenerate with --derive when either side changes, then check with --check.
+# fmt: off
+OVERRIDES = {
+    # Format characters (Cf) added after Unicode 8.0: not is_other(), so clean_text keeps them.
+    "not_drop": [(0x0890, 0x0891), (0x08E2, 0x08E2), (0x110CD, 0x110CD), (0x13430, 0x13438)],
+    # Nonspacing marks (Mn) added after Unicode 8.0: strip_accents keeps them.
+    "not_mn": [
+        (0x07FD, 0x07FD), (0x0898, 0x089F), (0x08CA, 0x08E1), (0x09FE, 0x09FE), (0x0AFA, 0x0AFF),
+        (0x0B55, 0x0B55), (0x0C04, 0x0C04), (0x0C3C, 0x0C3C), (0x0D00, 0x0D00), (0x0D3B, 0x0D3C),
+        (0x0D81, 0x0D81), (0x0EBA, 0x0EBA), (0x180F, 0x180F), (0x1885, 0x1886), (0x1ABF, 0x1ACE),
+        (0x1DF6, 0x1DFB), (0xA82C, 0xA82C), (0xA8C5, 0xA8C5), (0xA8FF, 0xA8FF), (0xA9BD, 0xA9BD),
+        (0x10D24, 0x10D27), (0x10EAB, 0x10EAC), (0x10F46, 0x10F50), (0x10F82, 0x10F85),
+        (0x11070, 0x11070), (0x11073, 0x11074), (0x110C2, 0x110C2), (0x111C9, 0x111C9),
+        (0x111CF, 0x111CF), (0x1123E, 0x1123E), (0x1133B, 0x1133B), (0x11438, 0x1143F),
+        (0x11442, 0x11444), (0x11446, 0x11446), (0x1145E, 0x1145E), (0x1182F, 0x11837),
+        (0x11839, 0x1183A), (0x1193B, 0x1193C), (0x1193E, 0x1193E), (0x11943, 0x11943),
+        (0x119D4, 0x119D7), (0x119DA, 0x119DB), (0x119E0, 0x119E0), (0x11A01, 0x11A0A),
+        (0x11A33, 0x11A38), (0x11A3B, 0x11A3E), (0x11A47, 0x11A47), (0x11A51, 0x11A56),
+        (0x11A59, 0x11A5B), (0x11A8A, 0x11A96), (0x11A98, 0x11A99), (0x11C30, 0x11C36),
+        (0x11C38, 0x11C3D), (0x11C3F, 0x11C3F), (0x11C92, 0x11CA7), (0x11CAA, 0x11CB0),
+        (0x11CB2, 0x11CB3), (0x11CB5, 0x11CB6), (0x11D31, 0x11D36), (0x11D3A, 0x11D3A),
+        (0x11D3C, 0x11D3D), (0x11D3F, 0x11D45), (0x11D47, 0x11D47), (0x11D90, 0x11D91),
+        (0x11D95, 0x11D95), (0x11D97, 0x11D97), (0x11EF3, 0x11EF4), (0x16F4F, 0x16F4F),
+        (0x16FE4, 0x16FE4), (0x1CF00, 0x1CF2D), (0x1CF30, 0x1CF46), (0x1E000, 0x1E006),
+        (0x1E008, 0x1E018), (0x1E01B, 0x1E021), (0x1E023, 0x1E024), (0x1E026, 0x1E02A),
+        (0x1E130, 0x1E136), (0x1E2AE, 0x1E2AE), (0x1E2EC, 0x1E2EF), (0x1E944, 0x1E94A),
+    ],
+    # U+1734 HANUNOO SIGN PAMUDPOD was Mn until Unicode 14.0 made it Mc.
+    "mn": [(0x1734, 0x1734)],
+    # Punctuation (P*) added after Unicode 8.0: not isolated by the pre-tokenizer.
+    "not_punct": [
+        (0x061D, 0x061D), (0x09FD, 0x09FD), (0x0A76, 0x0A76), (0x0C77, 0x0C77), (0x0C84, 0x0C84),
+        (0x1B7D, 0x1B7E), (0x2E43, 0x2E4F), (0x2E52, 0x2E5D), (0x10EAD, 0x10EAD),
+        (0x10F55, 0x10F59), (0x10F86, 0x10F89), (0x1144B, 0x1144F), (0x1145A, 0x1145B),
+        (0x1145D, 0x1145D), (0x11660, 0x1166C), (0x116B9, 0x116B9), (0x1183B, 0x1183B),
+        (0x11944, 0x11946), (0x119E2, 0x119E2), (0x11A3F, 0x11A46), (0x11A9A, 0x11A9C),
+        (0x11A9E, 0x11AA2), (0x11C41, 0x11C45), (0x11C70, 0x11C71), (0x11EF7, 0x11EF8),
+        (0x11FFF, 0x11FFF), (0x12FF1, 0x12FF2), (0x16E97, 0x16E9A), (0x16FE2, 0x16FE2),
+        (0x1E95E, 0x1E95F),
+    ],
+    # Punctuation in Unicode 8.0 that later changed category (So in 12.0, Mn in 11.0).
+    "punct": [(0x166D, 0x166D), (0x111C9, 0x111C9)],
+    # Marks added after Unicode 9.0 have combining class 0 for the NFD of tokenizers.
+    "ccc_zero": [
+        (0x07FD, 0x07FD), (0x0898, 0x089F), (0x08CA, 0x08D3), (0x09FE, 0x09FE), (0x0C3C, 0x0C3C),
+        (0x0D3B, 0x0D3C), (0x0EBA, 0x0EBA), (0x1715, 0x1715), (0x1ABF, 0x1ACE), (0x1DF6, 0x1DFA),
+        (0xA82C, 0xA82C), (0x10D24, 0x10D27), (0x10EAB, 0x10EAC), (0x10F46, 0x10F50),
+        (0x10F82, 0x10F85), (0x11070, 0x11070), (0x1133B, 0x1133B), (0x1145E, 0x1145E),
+        (0x11839, 0x1183A), (0x1193D, 0x1193E), (0x11943, 0x11943), (0x119E0, 0x119E0),
+        (0x11A34, 0x11A34), (0x11A47, 0x11A47), (0x11A99, 0x11A99), (0x11D42, 0x11D42),
+        (0x11D44, 0x11D45), (0x11D97, 0x11D97), (0x16FF0, 0x16FF1), (0x1E130, 0x1E136),
+        (0x1E2AE, 0x1E2AE), (0x1E2EC, 0x1E2EF),
+    ],
+    # Canonical decompositions added after Unicode 9.0: tokenizers leaves these characters alone.
+    "no_decomp": [(0x11938, 0x11938)],
+    # Lowercase mappings of Unicode 16.0 and 17.0 characters (unassigned in Python's 14.0 data).
+    "lower": [
+        (0x1C89, 0x1C8A), (0xA7CB, 0x0264), (0xA7CC, 0xA7CD), (0xA7CE, 0xA7CF), (0xA7D2, 0xA7D3),
+        (0xA7D4, 0xA7D5), (0xA7DA, 0xA7DB), (0xA7DC, 0x019B),
+    ]
+    + [(c, c + 0x20) for c in range(0x10D50, 0x10D66)]
+    + [(c, c + 0x1B) for c in range(0x16EA0, 0x16EB9)],
+}
+# fmt: on
+
+# The CJK ranges of tokenizers' BertNormalizer (bert.rs, is_chinese_char). 0x2B920 (not the
+# 0x2B820 of the original BERT code) is what tokenizers uses, so it is what we use.
+# fmt: off
+CJK_RANGES = [
+    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
+]
+# Rust's char::is_whitespace (the White_Space property, unchanged since Unicode 6.3).
+WHITE_SPACE = {*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+               0x2028, 0x2029, 0x202F, 0x205F, 0x3000}
+ASCII_PUNCT = set(map(ord, "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"))
+# fmt: on
+
+F_DROP, F_WHITESPACE, F_PUNCT, F_MN, F_CJK, F_HAS_LOWER, F_HAS_DECOMP = (1 << i for i in range(7))
+HANGUL_S_BASE, HANGUL_S_COUNT = 0xAC00, 11172
+
+
+def code_points() -> Iterable[int]:
+    return (c for c in range(MAX_CP) if c not in SURROGATES)
+
+
+def in_ranges(ranges: list[tuple[int, int]]) -> Callable[[int], bool]:
+    s = {c for a, b in ranges for c in range(a, b + 1)}
+    return s.__contains__
+
+
+class Target:
+    """Each property of each code point as tokenizers computes it: unicodedata + OVERRIDES."""
+
+    def __init__(self) -> None:
+        o = OVERRIDES
+        self.not_drop, self.not_mn, self.mn_extra = (
+            in_ranges(o["not_drop"]),
+            in_ranges(o["not_mn"]),
+            in_ranges(o["mn"]),
+        )
+        self.not_punct, self.punct_extra = in_ranges(o["not_punct"]), in_ranges(o["punct"])
+        self.ccc_zero, self.no_decomp = in_ranges(o["ccc_zero"]), in_ranges(o["no_decomp"])
+        self.lower_extra = dict(o["lower"])
+
+    def is_control(self, c: int) -> bool:  # bert.rs is_control: is_other() except \t \n \r
+        if c in (0x09, 0x0A, 0x0D) or self.not_drop(c):
+            return False
+        return unicodedata.category(chr(c)) in ("Cc", "Cf", "Co", "Cs")
+
+    def drop(self, c: int) -> bool:  # the clean_text filter
+        return c == 0 or c == 0xFFFD or self.is_control(c)
+
+    def whitespace(self, c: int) -> bool:
+        return c in WHITE_SPACE
+
+    def punct(self, c: int) -> bool:
+        if c in ASCII_PUNCT or self.punct_extra(c):
+            return True
+        return unicodedata.category(chr(c)).startswith("P") and not self.not_punct(c)
+
+    def mn(self, c: int) -> bool:
+        if self.mn_extra(c):
+            return True
+        return unicodedata.category(chr(c)) == "Mn" and not self.not_mn(c)
+
+    def cjk(self, c: int) -> bool:
+        return any(a <= c <= b for a, b in CJK_RANGES)
+
+    def ccc(self, c: int) -> int:
+        return 0 if self.ccc_zero(c) else unicodedata.combining(chr(c))
+
+    def nfd(self, c: int) -> list[int]:
+        ch = chr(c)
+        if self.no_decomp(c) or unicodedata.is_normalized("NFD", ch):
+            return [c]
+        return [ord(x) for x in unicodedata.normalize("NFD", ch)]
+
+    def lower(self, c: int) -> list[int]:
+        if c in self.lower_extra:
+            return [self.lower_extra[c]]
+        lo = chr(c).lower()
+        return [c] if len(lo) == 1 and ord(lo) == c else [ord(x) for x in lo]
+
+    def flags(self, c: int) -> int:
+        f = 0
+        f |= F_DROP if self.drop(c) else 0
+        f |= F_WHITESPACE if self.whitespace(c) else 0
+        f |= F_PUNCT if self.punct(c) else 0
+        f |= F_MN if self.mn(c) else 0
+        f |= F_CJK if self.cjk(c) else 0
+        f |= F_HAS_LOWER if self.lower(c) != [c] else 0
+        f |= F_HAS_DECOMP if self.nfd(c) != [c] else 0
+        return f
+
+
+# --- Probing the installed tokenizers ------------------------------------------------------------
+
+
+def probe_tokenizers() -> dict[str, dict[int, object]]:
+    """Every property of every code point, measured through tokenizers' Python API (~10 s)."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    def bert(clean: bool = False, cjk: bool = False, strip: bool = False) -> normalizers.Normalizer:
+        return normalizers.BertNormalizer(
+            clean_text=clean, handle_chinese_chars=cjk, strip_accents=strip, lowercase=False
+        )
+
+    clean, cjk, strip = bert(clean=True), bert(cjk=True), bert(strip=True)
+    nfd, low, pre = normalizers.NFD(), normalizers.Lowercase(), pre_tokenizers.BertPreTokenizer()
+    out: dict[str, dict[int, object]] = {
+        k: {} for k in ("drop", "whitespace", "punct", "mn", "cjk", "ccc", "nfd", "lower")
+    }
+    for c in code_points():
+        ch = chr(c)
+        cleaned = clean.normalize_str(ch)
+        out["drop"][c] = cleaned == ""
+        pieces = pre.pre_tokenize_str("a" + ch + "a")
+        out["whitespace"][c] = len(pieces) == 2
+        out["punct"][c] = len(pieces) == 3
+        out["cjk"][c] = cjk.normalize_str(ch) == " " + ch + " "
+        d = [ord(x) for x in nfd.normalize_str(ch)]
+        out["nfd"][c] = d
+        if d == [c]:  # only NFD-stable characters reach the Mn filter, so only they matter
+            out["mn"][c] = strip.normalize_str(ch) == ""
+        out["lower"][c] = [ord(x) for x in low.normalize_str(ch)]
+        py_ccc = unicodedata.combining(ch)
+        if d != [c]:
+            pass  # decomposed before ordering: its own class never matters
+        elif py_ccc:
+            # A mark tokenizers knows keeps its class (classes are stable); one it does not know has
+            # class 0. Tell them apart with a neighbour that must be reordered around a known mark.
+            if py_ccc < 230:
+                s = "a\u0301" + ch  # U+0301 has class 230
+                moved = nfd.normalize_str(s) == "a" + ch + "\u0301"
+            else:
+                s = "a" + ch + "\u0334"  # U+0334 has class 1
+                moved = nfd.normalize_str(s) == "a\u0334" + ch
+            out["ccc"][c] = py_ccc if moved else 0
+        else:
+            out["ccc"][c] = 0
+    return out
+
+
+def compare(t: Target, probed: dict[str, dict[int, object]]) -> dict[str, list[int]]:
+    diffs: dict[str, list[int]] = {}
+    for prop, values in probed.items():
+        fn = getattr(t, prop)
+        diffs[prop] = [c for c, v in values.items() if fn(c) != v]
+    return diffs
+
+
+def ranges_of(cs: Iterable[int]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for c in sorted(cs):
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return [(a, b) for a, b in out]
+
+
+def derive() -> None:
+    """Print OVERRIDES as measured against plain unicodedata (no overrides applied)."""
+    saved = {k: v for k, v in OVERRIDES.items()}
+    for k in OVERRIDES:
+        OVERRIDES[k] = []
+    base = Target()
+    OVERRIDES.update(saved)
+    p = probe_tokenizers()
+
+    def fmt(rs: list[tuple[int, int]]) -> str:
+        return "[" + ", ".join(f"(0x{a:04X}, 0x{b:04X})" for a, b in rs) + "]"
+
+    drop = [c for c, v in p["drop"].items() if v != base.drop(c)]
+    print("not_drop:", fmt(ranges_of(c for c in drop if base.drop(c))))
+    print("drop (no override kind; must be empty):", [hex(c) for c in drop if not base.drop(c)])
+    mn = [c for c, v in p["mn"].items() if v != base.mn(c)]
+    print("not_mn:", fmt(ranges_of(c for c in mn if base.mn(c))))
+    print("mn:", fmt(ranges_of(c for c in mn if not base.mn(c))))
+    pu = [c for c, v in p["punct"].items() if v != base.punct(c)]
+    print("not_punct:", fmt(ranges_of(c for c in pu if base.punct(c))))
+    print("punct:", fmt(ranges_of(c for c in pu if not base.punct(c))))
+    cc = [c for c, v in p["ccc"].items() if v != base.ccc(c)]
+    print("ccc_zero:", fmt(ranges_of(cc)), "(all probed 0:", all(p["ccc"][c] == 0 for c in cc), ")")
+    nd = [c for c, v in p["nfd"].items() if v != base.nfd(c)]
+    print(
+        "no_decomp:",
+        fmt(ranges_of(nd)),
+        "(all probed identity:",
+        all(p["nfd"][c] == [c] for c in nd),
+        ")",
+    )
+    lo = [c for c, v in p["lower"].items() if v != base.lower(c)]
+    print("lower:", [(hex(c), [hex(x) for x in cast(list[int], p["lower"][c])]) for c in lo])
+    for prop in ("whitespace", "cjk"):
+        bad = [c for c, v in p[prop].items() if v != getattr(base, prop)(c)]
+        print(prop, "differences (must be empty):", [hex(c) for c in bad])
+
+
+def check() -> int:
+    t = Target()
+    diffs = compare(t, probe_tokenizers())
+    import tokenizers
+
+    print(f"tokenizers {tokenizers.__version__}, unicodedata {unicodedata.unidata_version}")
+    failed = 0
+    for prop, bad in diffs.items():
+        print(
+            f"  {prop:10s} {len(bad)} differences"
+            + (": " + " ".join(hex(c) for c in bad[:20]) if bad else "")
+        )
+        failed += len(bad)
+    return 1 if failed else 0
+
+
+# --- Emitting the C tables ------------------------------------------------------------------------
+
+
+def two_stage(values: list[int], shift: int) -> tuple[list[int], list[int]]:
+    size = 1 << shift
+    blocks: dict[tuple[int, ...], int] = {}
+    stage1: list[int] = []
+    stage2: list[int] = []
+    for start in range(0, len(values), size):
+        block = tuple(values[start : start + size])
+        if block not in blocks:
+            blocks[block] = len(blocks)
+            stage2.extend(block)
+        stage1.append(blocks[block])
+    return stage1, stage2
+
+
+def width(values: list[int]) -> int:
+    return 1 if max(values) < 256 else 2
+
+
+def ctype_of(values: list[int]) -> str:
+    return "uint8_t" if width(values) == 1 else "uint16_t"
+
+
+def c_array(ctype: str, name: str, values: list[int], per_line: int = 16, fmt: str = "{}") -> str:
+    lines = []
+    for i in range(0, len(values), per_line):
+        lines.append("    " + ", ".join(fmt.format(v) for v in values[i : i + per_line]) + ",")
+    return f"const {ctype} {name}[{len(values)}] = {{\n" + "\n".join(lines) + "\n};\n"
+
+
+def lower_ranges(pairs: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """Runs (first, last, step, delta) covering single-character lowercase mappings."""
+    runs: list[list[int]] = []
+    for c, low in pairs:
+        d = low - c
+        if runs:
+            _, last, step, delta = runs[-1]
+            if delta == d and (c - last) in (1, 2) and (step == 0 or c - last == step):
+                runs[-1][1], runs[-1][2] = c, c - last
+                continue
+        runs.append([c, c, 0, d])
+    return [(a, b, s or 1, d) for a, b, s, d in runs]
+
+
+def generate(out_dir: Path) -> None:
+    if unicodedata.unidata_version != UNIDATA_VERSION:
+        sys.exit(
+            f"unicodedata is {unicodedata.unidata_version}, OVERRIDES are for {UNIDATA_VERSION}: "
+            "run with the project's Python 3.11, or re-derive them with --derive and --check"
+        )
+    t = Target()
+    flags = [0] * MAX_CP
+    cccs = [0] * MAX_CP
+    decomps: list[tuple[int, list[int]]] = []
+    lower1: list[tuple[int, int]] = []
+    lower_multi: list[tuple[int, list[int]]] = []
+    stable = [False] * MAX_CP  # NFD leaves it alone: every character NFD can output is one
+    lowers: dict[int, list[int]] = {}
+    for c in code_points():
+        flags[c] = t.flags(c)
+        cccs[c] = t.ccc(c)
+        d = t.nfd(c)
+        stable[c] = d == [c]
+        if not stable[c] and not (HANGUL_S_BASE <= c < HANGUL_S_BASE + HANGUL_S_COUNT):
+            decomps.append((c, d))
+        lo = t.lower(c)
+        if lo != [c]:
+            lowers[c] = lo
+            (lower1.append((c, lo[0])) if len(lo) == 1 else lower_multi.append((c, lo)))
+
+    # Facts the C normalizer relies on (see normalizer.c): fail here rather than tokenize wrongly.
+    for c in code_points():
+        if cccs[c]:
+            assert not flags[c] & (F_WHITESPACE | F_PUNCT | F_CJK), hex(c)
+        if stable[c] and c in lowers:
+            lo = lowers[c]
+            assert len(lo) == 1 and t.ccc(lo[0]) == cccs[c], hex(c)
+            assert cccs[c] == 0, hex(c)
+    for c, d in decomps:
+        assert all(stable[x] for x in d), hex(c)
+        if flags[c] & F_CJK:
+            assert len(d) == 1 and flags[d[0]] & F_CJK, hex(c)
+    nfd_max = max(len(d) for _, d in decomps)
+    lower_max = max([1] + [len(lo) for _, lo in lower_multi])
+
+    records: dict[tuple[int, int], int] = {}
+    rec_of = [records.setdefault((flags[c], cccs[c]), len(records)) for c in range(MAX_CP)]
+    assert len(records) <= 256
+    # Three-level lookup: cp >> shift1 -> level-2 block; with the next bits -> level-3 block;
+    # with the low shift2 bits -> record.
+    best: tuple[int, int, int, list[int], list[int], list[int]] | None = None
+    for shift2 in range(4, 9):
+        mid, stage3 = two_stage(rec_of, shift2)
+        for shift1 in range(shift2 + 2, 17):
+            stage1, stage2 = two_stage(mid, shift1 - shift2)
+            size = len(stage1) * width(stage1) + len(stage2) * width(stage2) + len(stage3)
+            if best is None or size < best[0]:
+                best = (size, shift1, shift2, stage1, stage2, stage3)
+    assert best is not None
+    _, shift1, shift2, stage1, stage2, stage3 = best
+    recs = sorted(records, key=records.__getitem__)
+
+    # Decompositions, one step each (cp -> a [b]), packed as cp << 42 | a << 21 | b so that the
+    # sorted uint64 array is sorted by cp; the normalizer expands them recursively.
+    decomp64 = []
+    for c, _ in decomps:
+        one = unicodedata.decomposition(chr(c)).split()
+        assert one and not one[0].startswith("<"), hex(c)
+        parts = [int(x, 16) for x in one]
+        assert len(parts) in (1, 2), hex(c)
+        decomp64.append(c << 42 | parts[0] << 21 | (parts[1] if len(parts) == 2 else 0))
+    assert decomp64 == sorted(decomp64)
+    lruns = lower_ranges(lower1)
+    assert all(b - a < 1 << 16 and s in (1, 2) and (b - a) % s == 0 for a, b, s, _ in lruns)
+
+    py = f"Python {sys.version_info.major}.{sys.version_info.minor}"
+    banner = (
+        "/* GENERATED by runtime/tools/gen_unicode_tables.py — do not edit; regenerate instead.\n"
+        f" * Source: {py} unicodedata, Unicode {unicodedata.unidata_version}, adjusted to what\n"
+        " * Hugging Face tokenizers 0.23.3 computes: Unicode 8.0 general categories\n"
+        " * (unicode_categories crate), Unicode 9.0 NFD and combining classes\n"
+        " * (unicode-normalization-alignments crate), Unicode 17.0 White_Space and lowercase\n"
+        " * (Rust core). See docs/tokenizer.md. */\n"
+    )
+    total = (
+        len(stage1) * width(stage1)
+        + len(stage2) * width(stage2)
+        + len(stage3)
+        + 2 * len(recs)
+        + 8 * len(decomp64)
+        + 12 * len(lruns)
+        + 4 * 3 * len(lower_multi)
+    )
+    flag_docs = [
+        ("DROP", F_DROP, "clean_text drops it: NUL, U+FFFD, Cc/Cf/Co (not \\t\\n\\r)"),
+        ("WHITESPACE", F_WHITESPACE, "White_Space: clean_text makes it ' ', splits words"),
+        ("PUNCT", F_PUNCT, "ASCII punctuation or P*: a word of its own"),
+        ("MN", F_MN, "Mn: strip_accents drops it after NFD"),
+        ("CJK", F_CJK, "handle_chinese_chars puts spaces around it"),
+        ("HAS_LOWER", F_HAS_LOWER, "has a lowercase mapping other than itself"),
+        ("HAS_DECOMP", F_HAS_DECOMP, "has a canonical decomposition (Hangul included)"),
+    ]
+    flag_lines = "\n".join(
+        f"    {f'EMB_UC_{name} = 0x{value:02x},':27s}/* {doc} */" for name, value, doc in flag_docs
+    )
+    h_text = (
+        banner
+        + f"""
+#ifndef EMB_UNICODE_TABLES_H
+#define EMB_UNICODE_TABLES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EMB_UC_UNICODE_VERSION "{unicodedata.unidata_version}"
+/* About {total} bytes of tables in all. */
+
+enum emb_uc_flag {{
+{flag_lines}
+}};
+
+#define EMB_UC_SHIFT1 {shift1}
+#define EMB_UC_SHIFT2 {shift2}
+#define EMB_UC_NFD_MAX_LEN {nfd_max}      /* longest full canonical decomposition */
+#define EMB_UC_LOWER_MAX_LEN {lower_max}    /* longest lowercase mapping */
+#define EMB_UC_N_DECOMP {len(decomp64)}
+#define EMB_UC_N_LOWER_RUNS {len(lruns)}
+#define EMB_UC_N_LOWER_MULTI {len(lower_multi)}
+
+/* cp >> SHIFT1 -> level-2 block; with the next bits -> level-3 block; with the low SHIFT2 bits
+   -> record */
+extern const {ctype_of(stage1)} emb_uc_stage1[{len(stage1)}];
+extern const {ctype_of(stage2)} emb_uc_stage2[{len(stage2)}];
+extern const uint8_t emb_uc_stage3[{len(stage3)}];
+extern const uint8_t emb_uc_records[{len(recs)}][2];  /* record -> (flags, combining class) */
+/* One-step canonical decompositions, sorted: cp << 42 | first << 21 | second (0: none). Hangul
+   syllables are not listed; they decompose arithmetically. */
+extern const uint64_t emb_uc_decomp[EMB_UC_N_DECOMP];
+/* Single-character lowercase mappings as runs: cp = first + k * step (0 <= k < len) maps to
+   cp + delta. Sorted by first; runs do not overlap. */
+typedef struct emb_uc_lower_run {{
+    uint32_t first;
+    uint16_t len;
+    uint16_t step;
+    int32_t delta;
+}} emb_uc_lower_run;
+extern const emb_uc_lower_run emb_uc_lower_runs[EMB_UC_N_LOWER_RUNS];
+/* Lowercase mappings to more than one character: cp, then its mapping padded with 0. */
+extern const uint32_t emb_uc_lower_multi[EMB_UC_N_LOWER_MULTI][1 + EMB_UC_LOWER_MAX_LEN];
+
+static inline const uint8_t *emb_uc_record(uint32_t cp) {{
+    if (cp >= 0x110000u) cp = 0xFFFEu; /* a noncharacter: no flags, class 0 */
+    uint32_t b2 = emb_uc_stage1[cp >> EMB_UC_SHIFT1];
+    uint32_t mid = (cp >> EMB_UC_SHIFT2) & ((1u << (EMB_UC_SHIFT1 - EMB_UC_SHIFT2)) - 1u);
+    uint32_t b3 = emb_uc_stage2[(b2 << (EMB_UC_SHIFT1 - EMB_UC_SHIFT2)) | mid];
+    uint32_t low = cp & ((1u << EMB_UC_SHIFT2) - 1u);
+    return emb_uc_records[emb_uc_stage3[(b3 << EMB_UC_SHIFT2) | low]];
+}}
+static inline unsigned emb_uc_flags(uint32_t cp) {{ return emb_uc_record(cp)[0]; }}
+static inline unsigned emb_uc_ccc(uint32_t cp) {{ return emb_uc_record(cp)[1]; }}
+
+#endif /* EMB_UNICODE_TABLES_H */
+"""
+    )
+    c_text = banner + '\n#include "unicode_tables.h"\n\n'
+    c_text += c_array(ctype_of(stage1), "emb_uc_stage1", stage1, 24) + "\n"
+    c_text += c_array(ctype_of(stage2), "emb_uc_stage2", stage2, 24) + "\n"
+    c_text += c_array("uint8_t", "emb_uc_stage3", stage3, 32) + "\n"
+    c_text += f"const uint8_t emb_uc_records[{len(recs)}][2] = {{\n"
+    c_text += "\n".join(f"    {{0x{f:02x}, {k}}}," for f, k in recs) + "\n};\n\n"
+    c_text += c_array("uint64_t", "emb_uc_decomp", decomp64, 4, "0x{:016X}u") + "\n"
+    c_text += "const emb_uc_lower_run emb_uc_lower_runs[EMB_UC_N_LOWER_RUNS] = {\n"
+    c_text += (
+        "\n".join(f"    {{0x{a:05X}, {(b - a) // s + 1}, {s}, {d}}}," for a, b, s, d in lruns)
+        + "\n};\n\n"
+    )
+    c_text += (
+        "const uint32_t emb_uc_lower_multi[EMB_UC_N_LOWER_MULTI][1 + EMB_UC_LOWER_MAX_LEN] = {\n"
+    )
+    c_text += (
+        "\n".join(
+            "    {"
+            + ", ".join(f"0x{x:04X}" for x in [cp] + lo + [0] * (lower_max - len(lo)))
+            + "},"
+            for cp, lo in lower_multi
+        )
+        + "\n};\n"
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "unicode_tables.h").write_text(h_text, encoding="utf-8")
+    (out_dir / "unicode_tables.c").write_text(c_text, encoding="utf-8")
+    print(
+        f"wrote unicode_tables.h and unicode_tables.c in {out_dir}: ~{total} bytes of tables, "
+        f"shifts {shift1}/{shift2}, {len(recs)} records, {len(decomp64)} decompositions, "
+        f"{len(lruns)} lowercase runs"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument(
+        "--check",
+        action="store_true",
+        help="compare the tables' data with the installed tokenizers",
+    )
+    g.add_argument(
+        "--derive",
+        action="store_true",
+        help="print OVERRIDES measured against the installed tokenizers",
+    )
+    ap.add_argument(
+        "--out-dir",
+        type=Path,
+        default=OUT_DIR,
+        help="where to write the files (default: runtime/src)",
+    )
+    args = ap.parse_args()
+    if args.check:
+        return check()
+    if args.derive:
+        derive()
+        return 0
+    generate(args.out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,705 @@
+"""The engine's C tokenizer produces exactly the ids of Hugging Face `tokenizers`.
+
+The C sources are compiled here with gcc (strict warnings as errors) into a shared library called
+through ctypes, and into a command-line driver (tests/runtime/tokenizer_driver.c) built once more
+with AddressSanitizer and UndefinedBehaviorSanitizer. Both are compared with
+`Tokenizer.from_file(tokenizer.json)` (no padding, truncation at 256) on:
+
+  - the reference corpus (tests/fixtures/reference/corpus.json), when present;
+  - 100,000 strings generated from a fixed seed (random Unicode, combining marks, CJK, emoji and ZWJ
+    sequences, controls, whitespace of every kind, punctuation, words longer than 100 characters,
+    accented and cased letters, added tokens such as [MASK], vocabulary words);
+  - invalid UTF-8: the C side gets the raw bytes, tokenizers gets bytes.decode("utf-8", "replace");
+  - every code point, one at a time, through the normalizer and the pre-tokenizer;
+  - the normalized words themselves, before WordPiece (whose [UNK] would hide differences).
+The sanitizer build runs a smaller sample; a last test checks that runtime/src/unicode_tables.{h,c}
+are what runtime/tools/gen_unicode_tables.py writes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import unicodedata
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tokenizers import Tokenizer, normalizers, pre_tokenizers
+
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "runtime" / "src"
+SOURCES = [
+    SRC / f"{name}.c"
+    for name in (
+        "tokenizer",
+        "normalizer",
+        "pre_tokenizer",
+        "wordpiece",
+        "post_processor",
+        "unicode_tables",
+        "platform_native",
+    )
+]
+CFLAGS = [
+    "-std=c11",
+    "-Wall",
+    "-Wextra",
+    "-Wshadow",
+    "-Wpedantic",
+    "-Werror",
+    f"-I{REPO / 'runtime' / 'include'}",
+    f"-I{SRC}",
+]
+CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
+MAX_LENGTH = 256
+N_RANDOM = 100_000
+SEED = 20240601
+
+EMB_STATUS_OK = 0
+EMB_STATUS_BUFFER_TOO_SMALL = 3
+
+
+class Config(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_int32)
+        for name in (
+            "lowercase",
+            "strip_accents",
+            "handle_chinese_chars",
+            "clean_text",
+            "unk_id",
+            "cls_id",
+            "sep_id",
+            "pad_id",
+            "max_input_chars_per_word",
+            "max_length",
+        )
+    ]
+
+
+def gcc(args: Sequence[str | Path]) -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True)
+
+
+# --- the two sides --------------------------------------------------------------------------------
+
+
+class CTokenizer:
+    """The C tokenizer through ctypes, configured from tokenizer.json as the bundle writer does."""
+
+    def __init__(self, lib_path: Path, tokenizer_json: Path) -> None:
+        spec = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+        norm, model = spec["normalizer"], spec["model"]
+        assert norm["type"] == "BertNormalizer" and model["type"] == "WordPiece"
+        assert spec["pre_tokenizer"]["type"] == "BertPreTokenizer"
+        assert model["continuing_subword_prefix"] == "##"
+        vocab = model["vocab"]
+        tokens = sorted(vocab, key=vocab.__getitem__)
+        assert [vocab[t] for t in tokens] == list(range(len(tokens)))
+        # Kept alive as long as the tokenizer: the C side references it.
+        self._vocab = ("\n".join(tokens) + "\n").encode("utf-8")
+        strip = norm["strip_accents"]
+        cfg = Config(
+            int(norm["lowercase"]),
+            int(norm["lowercase"] if strip is None else strip),
+            int(norm["handle_chinese_chars"]),
+            int(norm["clean_text"]),
+            vocab[model["unk_token"]],
+            vocab["[CLS]"],
+            vocab["[SEP]"],
+            vocab["[PAD]"],
+            model["max_input_chars_per_word"],
+            MAX_LENGTH,
+        )
+        added = [t["id"] for t in spec["added_tokens"]]
+        assert all(
+            not t["normalized"] and not t["lstrip"] and not t["rstrip"] and not t["single_word"]
+            for t in spec["added_tokens"]
+        )
+
+        self.lib = lib = ctypes.CDLL(str(lib_path))
+        lib.emb_tokenizer_init_ex.restype = ctypes.c_int
+        lib.emb_tokenizer_init_ex.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(Config),
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_int32),
+            ctypes.c_size_t,
+        ]
+        lib.emb_tokenizer_encode.restype = ctypes.c_int
+        lib.emb_tokenizer_encode.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_int32),
+            ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_size_t),
+        ]
+        lib.emb_tokenizer_free.argtypes = [ctypes.c_void_p]
+        self.handle = ctypes.c_void_p()
+        ids = (ctypes.c_int32 * len(added))(*added)
+        status = lib.emb_tokenizer_init_ex(
+            ctypes.byref(self.handle),
+            ctypes.byref(cfg),
+            self._vocab,
+            len(self._vocab),
+            ids,
+            len(added),
+        )
+        assert status == EMB_STATUS_OK, status
+        self.ids = (ctypes.c_int32 * MAX_LENGTH)()
+        self.n_ids, self.n_full = ctypes.c_size_t(), ctypes.c_size_t()
+        self._encode = lib.emb_tokenizer_encode
+
+    def encode(self, text: str | bytes) -> list[int]:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        status = self._encode(
+            self.handle,
+            data,
+            len(data),
+            1,
+            self.ids,
+            MAX_LENGTH,
+            ctypes.byref(self.n_ids),
+            ctypes.byref(self.n_full),
+        )
+        assert status == EMB_STATUS_OK, (status, text)
+        return self.ids[: self.n_ids.value]
+
+    def close(self) -> None:
+        self.lib.emb_tokenizer_free(self.handle)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _model_files(hf_model_dir: Path) -> None:
+    for name in ("tokenizer.json", "vocab.txt"):
+        if not (hf_model_dir / name).exists():
+            pytest.skip(f"{hf_model_dir / name} is absent (set EDGEMBED_TEST_HF_DIR)")
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tokenizer_build")
+
+
+@pytest.fixture(scope="module")
+def c_tokenizer(build_dir: Path, hf_model_dir: Path) -> Iterator[CTokenizer]:
+    lib = build_dir / "libtokenizer.so"
+    gcc(["-O2", "-shared", "-fPIC", *CFLAGS, *SOURCES, "-o", lib])
+    tok = CTokenizer(lib, hf_model_dir / "tokenizer.json")
+    yield tok
+    tok.close()
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizer(hf_model_dir: Path) -> Tokenizer:
+    tok = Tokenizer.from_file(str(hf_model_dir / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(MAX_LENGTH)
+    return tok
+
+
+def hf_ids(hf: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    return [e.ids for e in hf.encode_batch(list(texts))]
+
+
+def assert_same(
+    texts: Sequence[str | bytes], got: Sequence[list[Any]], want: Sequence[list[Any]]
+) -> None:
+    """Fails on any difference, showing the first few texts and where their results part."""
+    assert len(got) == len(want) == len(texts)
+    bad = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+    if bad:
+        lines = [f"{len(bad)} of {len(texts)} texts differ; the first ones:"]
+        for i in bad[:5]:
+            g, w = got[i], want[i]
+            pairs = enumerate(zip(g, w, strict=False))
+            at = next((k for k, (a, b) in pairs if a != b), min(len(g), len(w)))
+            text = repr(texts[i])
+            lo, hi = max(0, at - 2), at + 4
+            lines.append(
+                f"  {text[:300] + ' ...' if len(text) > 300 else text}\n"
+                f"    from item {at} (of {len(g)} / {len(w)}):\n"
+                f"    C:          {g[lo:hi]}\n    tokenizers: {w[lo:hi]}"
+            )
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+# --- text generation ------------------------------------------------------------------------------
+
+
+def _r(a: int, b: int) -> list[int]:
+    return list(range(a, b + 1))
+
+
+# fmt: off
+POOLS: dict[str, list[int]] = {
+    "ascii": _r(0x21, 0x7E),
+    "whitespace": [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680, *_r(0x2000, 0x200A),
+                   0x2028, 0x2029, 0x202F, 0x205F, 0x3000, 0x1C, 0x1D, 0x1E, 0x1F, 0x180E],
+    "controls": [*_r(0x00, 0x08), *_r(0x0E, 0x1F), *_r(0x7F, 0x9F), *_r(0x200B, 0x200F), 0xFEFF,
+                 0xFFFD, 0xFFFC, 0xE000, 0xF8FF, 0xF0000, 0x0890, 0x08E2, 0x13430, 0x00AD, 0x061C,
+                 0x2060, 0xE0001, 0xE0020],
+    "marks": [*_r(0x0300, 0x036F), *_r(0x0483, 0x0489), *_r(0x0591, 0x05BD), *_r(0x064B, 0x065F),
+              0x0670, *_r(0x093C, 0x094D), *_r(0x1AB0, 0x1ACE), *_r(0x1DC0, 0x1DFF),
+              *_r(0x20D0, 0x20F0), *_r(0xFE20, 0xFE2F), 0x07FD, 0x0C3C, 0x1734, 0x1E944, 0x1E130,
+              0x16FF0, 0x1D165, 0x1D16D, 0x302A, 0x302E, 0x3099, 0x0F71, 0x0345,
+              *_r(0xFE00, 0xFE0F)],
+    "cjk": [*_r(0x4E00, 0x4E80), *_r(0x9F00, 0x9FFF), *_r(0x3400, 0x3420), *_r(0xF900, 0xF940),
+            *_r(0x20000, 0x20010), *_r(0x2B810, 0x2B830), *_r(0x2B900, 0x2B930),
+            *_r(0x2F800, 0x2F810), *_r(0x3000, 0x303F), *_r(0x3040, 0x30FF), *_r(0xFF01, 0xFF5E),
+            *_r(0x2E80, 0x2E90)],
+    "hangul": [*_r(0xAC00, 0xAC40), *_r(0xD7A0, 0xD7A3), *_r(0x1100, 0x1112), *_r(0x1161, 0x1175),
+               *_r(0x3131, 0x3163)],
+    "emoji": [*_r(0x1F600, 0x1F64F), *_r(0x1F300, 0x1F3FF), *_r(0x1F1E6, 0x1F1FF),
+              *_r(0x1F3FB, 0x1F3FF), 0x200D, 0xFE0F, 0x2764, 0x263A, 0x2603, 0x20E3,
+              *_r(0x1F900, 0x1F9FF)],
+    "latin": [*_r(0xC0, 0x24F), *_r(0x1E00, 0x1EFF), 0x130, 0x131, 0x1E9E, 0xDF, 0x212A, 0x212B,
+              0x2126, *_r(0xFB00, 0xFB06), 0xA7CB, 0xA7DC, 0x10D50, 0x10D65, 0x16EA0, 0x1C89,
+              0x0149, 0x01C4, 0x01C5],
+    "greek_cyrillic": [*_r(0x370, 0x3FF), *_r(0x1F00, 0x1FFF), *_r(0x400, 0x4FF)],
+    "scripts": [*_r(0x5D0, 0x5EA), *_r(0x620, 0x64A), *_r(0x900, 0x97F), *_r(0xE00, 0xE5B),
+                *_r(0x10A0, 0x10FF), *_r(0x1200, 0x1250), *_r(0x0F00, 0x0FBC),
+                *_r(0x11000, 0x1107F), *_r(0x11900, 0x11959)],
+    "punct": [*_r(0x2010, 0x2027), *_r(0x2030, 0x205E), *_r(0x2E00, 0x2E5D), 0x00A1, 0x00BF,
+              0x00B7, 0x0387, 0x037E, 0x166D, 0x111C9, 0x1FEF, 0x2329, 0x232A,
+              *_r(0x20A0, 0x20C0), *_r(0x2100, 0x214F), 0x00A7, 0x00B6],
+}
+# fmt: on
+POOL_NAMES = list(POOLS)
+SPECIALS = [
+    "[MASK]",
+    "[CLS]",
+    "[SEP]",
+    "[UNK]",
+    "[PAD]",
+    "[mask]",
+    "[MASK",
+    "[[SEP]]",
+    "[unused0]",
+    "##ing",
+]
+
+
+def random_code_point(rng: random.Random) -> int:
+    while True:
+        c = rng.randrange(0x110000) if rng.random() < 0.7 else rng.randrange(0x30000)
+        if not 0xD800 <= c <= 0xDFFF:
+            return c
+
+
+ACCENTED = {
+    "a": "àáâãäåāăą",
+    "e": "èéêëēĕėęě",
+    "i": "ìíîïĩīĭį",
+    "o": "òóôõöōŏő",
+    "u": "ùúûüũūŭůűų",
+    "c": "çćĉċč",
+    "n": "ñńņňŉ",
+    "s": "śŝşšſ",
+    "y": "ýÿŷ",
+    "z": "źżž",
+}
+
+
+def accented(rng: random.Random, word: str) -> str:
+    """The word with some letters accented: precomposed, or as a letter and combining marks."""
+    out = []
+    for ch in word:
+        if ch in ACCENTED and rng.random() < 0.4:
+            ch = rng.choice(ACCENTED[ch])
+            if rng.random() < 0.3:
+                ch = unicodedata.normalize("NFD", ch)
+        out.append(ch)
+    return "".join(out)
+
+
+def random_piece(rng: random.Random, words: Sequence[str]) -> str:
+    r = rng.random()
+    if r < 0.45:
+        w = rng.choice(words)
+        if rng.random() < 0.2:
+            w = accented(rng, w)
+        case = rng.random()
+        return w.upper() if case < 0.15 else w.capitalize() if case < 0.35 else w
+    if r < 0.53:
+        return (
+            " "
+            if rng.random() < 0.6
+            else rng.choice(["\t", "\n", "  ", "\r\n", "\u3000", "\xa0", "\u2028"])
+        )
+    if r < 0.56:
+        return rng.choice(SPECIALS)
+    if (
+        r < 0.57
+    ):  # a long word: > 100 characters, or close to the limit (accents count until stripped)
+        n = rng.choice([99, 100, 101, 102, rng.randrange(50, 250)])
+        base = "".join(rng.choice("abcdefghijklmnopqrstuvwxyzé") for _ in range(n))
+        return base + ("\u0301" * rng.randrange(0, 3))
+    if r < 0.62:
+        return "".join(chr(random_code_point(rng)) for _ in range(rng.randrange(1, 4)))
+    if r < 0.67:  # a letter followed by a pile of combining marks, in random order
+        marks = POOLS["marks"]
+        return rng.choice("aeiouAEIOUnNcCzZ") + "".join(
+            chr(rng.choice(marks)) for _ in range(rng.randrange(1, 8))
+        )
+    if r < 0.70:  # emoji ZWJ sequence
+        e = POOLS["emoji"]
+        return "\u200d".join(chr(rng.choice(e)) for _ in range(rng.randrange(2, 5)))
+    pool = POOLS[rng.choice(POOL_NAMES)]
+    return "".join(chr(rng.choice(pool)) for _ in range(rng.randrange(1, 4)))
+
+
+def random_texts(n: int, seed: int, words: Sequence[str]) -> list[str]:
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(n):
+        size = (
+            rng.choice([1, 2, 3, 5, 8, 13, 21]) if rng.random() < 0.98 else rng.randrange(150, 400)
+        )
+        glue = "" if rng.random() < 0.15 else " "
+        texts.append(glue.join(random_piece(rng, words) for _ in range(size)))
+    return texts
+
+
+def random_bytes(n: int, seed: int, texts: Sequence[str]) -> list[bytes]:
+    """Mostly valid UTF-8, with invalid bytes, cut sequences, surrogates and overlong forms."""
+    rng = random.Random(seed)
+    bad = [
+        b"\x80",
+        b"\xbf",
+        b"\xc0\xaf",
+        b"\xc1",
+        b"\xe0\x80\x80",
+        b"\xed\xa0\x80",
+        b"\xed\xbf\xbf",
+        b"\xf4\x90\x80\x80",
+        b"\xf5",
+        b"\xff",
+        b"\xfe",
+        b"\xf0\x9f\x98",
+        b"\xe2\x82",
+        b"\xc3",
+        b"\xf0\x80\x80\x80",
+        b"\xf8\x88\x80\x80\x80",
+    ]
+    out = []
+    for _ in range(n):
+        data = bytearray(rng.choice(texts).encode("utf-8"))
+        for _ in range(rng.randrange(1, 5)):
+            pos = rng.randrange(len(data) + 1)
+            r = rng.random()
+            if r < 0.4:
+                data[pos:pos] = rng.choice(bad)
+            elif r < 0.7:
+                data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4)))
+            elif data:
+                del data[pos : pos + rng.randrange(1, 3)]  # may cut a multi-byte sequence
+        if rng.random() < 0.2 and data:
+            data = data[: rng.randrange(len(data))]  # may end inside a sequence
+        out.append(bytes(data))
+    return out
+
+
+@pytest.fixture(scope="module")
+def words(hf_model_dir: Path) -> list[str]:
+    vocab = (hf_model_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    return [w.removeprefix("##") for w in vocab if w and not w.startswith("[")]
+
+
+@pytest.fixture(scope="module")
+def texts(words: list[str]) -> list[str]:
+    return random_texts(N_RANDOM, SEED, words)
+
+
+@pytest.fixture(scope="module")
+def driver(build_dir: Path) -> Path:
+    path = build_dir / "tokenizer_driver"
+    gcc(["-O2", *CFLAGS, *SOURCES, REPO / "tests" / "runtime" / "tokenizer_driver.c", "-o", path])
+    return path
+
+
+def records(data: Sequence[bytes]) -> bytes:
+    return b"".join(struct.pack("<I", len(d)) + d for d in data)
+
+
+def int32s(out: bytes) -> array[int]:
+    values = array("i")
+    values.frombytes(out)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values
+
+
+# --- tests ----------------------------------------------------------------------------------------
+
+
+def test_vocab_txt_matches_tokenizer_json(hf_model_dir: Path) -> None:
+    spec = json.loads((hf_model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    lines = (hf_model_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    assert {t: i for i, t in enumerate(lines)} == spec["model"]["vocab"]
+
+
+def test_examples(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer) -> None:
+    texts = [
+        "Hello, world!",
+        "hello [MASK] world",
+        "İstanbul",
+        "naïveté",
+        "中文字符",
+        "한국어",
+        "e\u0301\u0316",
+        "a" * 100,
+        "a" * 101,
+        "x " * 300,
+        "",
+        "\x00\ufffd",
+        "Σίσυφος",
+        "ǅemal",
+        "ﬁne",
+        "🏳️‍🌈 👍🏽",
+        "$5.00€",
+    ]
+    assert_same(texts, [c_tokenizer.encode(t) for t in texts], hf_ids(hf_tokenizer, texts))
+
+
+def test_reference_corpus(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer) -> None:
+    if not CORPUS.exists():
+        pytest.skip(f"{CORPUS.relative_to(REPO)} is absent")
+    texts = json.loads(CORPUS.read_text(encoding="utf-8"))
+    assert isinstance(texts, list) and texts
+    assert_same(texts, [c_tokenizer.encode(t) for t in texts], hf_ids(hf_tokenizer, texts))
+
+
+@pytest.mark.slow
+def test_random_strings(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer, texts: list[str]) -> None:
+    want = hf_ids(hf_tokenizer, texts)
+    got = [c_tokenizer.encode(t) for t in texts]
+    assert_same(texts, got, want)
+    assert sum(len(w) == MAX_LENGTH for w in want) > 100  # truncation was exercised
+    assert sum(100 in w for w in want) > 1000  # and [UNK]
+
+
+@pytest.mark.slow
+def test_invalid_utf8(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer, words: list[str]) -> None:
+    data = random_bytes(20_000, SEED + 1, random_texts(2_000, SEED + 2, words))
+    want = hf_ids(hf_tokenizer, [d.decode("utf-8", "replace") for d in data])
+    assert_same(data, [c_tokenizer.encode(d) for d in data], want)
+
+
+def test_truncation_flags(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer) -> None:
+    lib, text = c_tokenizer.lib, ("word " * 300).encode()
+    n, full = ctypes.c_size_t(), ctypes.c_size_t()
+    ids = (ctypes.c_int32 * 400)()
+    assert (
+        lib.emb_tokenizer_encode(
+            c_tokenizer.handle, text, len(text), 0, ids, 400, ctypes.byref(n), ctypes.byref(full)
+        )
+        == 9
+    )  # EMB_STATUS_TOO_LONG
+    assert full.value == 302 and n.value == 0
+    assert len(hf_tokenizer.encode(text.decode()).ids) == MAX_LENGTH
+    hf_tokenizer.no_truncation()
+    try:
+        assert len(hf_tokenizer.encode(text.decode()).ids) == full.value
+    finally:
+        hf_tokenizer.enable_truncation(MAX_LENGTH)
+    assert (
+        lib.emb_tokenizer_encode(
+            c_tokenizer.handle, text, len(text), 1, ids, 10, ctypes.byref(n), ctypes.byref(full)
+        )
+        == EMB_STATUS_BUFFER_TOO_SMALL
+    )
+    assert n.value == MAX_LENGTH and full.value == 302
+
+
+CONFIGS = [
+    (1, 1, 1, 1),
+    (0, 0, 1, 1),
+    (1, 0, 0, 0),
+    (0, 1, 1, 0),
+]  # lowercase, strip_accents, cjk, clean_text
+
+
+def hf_normalizer(lower: int, strip: int, cjk: int, clean: int) -> normalizers.Normalizer:
+    return normalizers.BertNormalizer(
+        clean_text=bool(clean),
+        handle_chinese_chars=bool(cjk),
+        strip_accents=bool(strip),
+        lowercase=bool(lower),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_code_point_normalizes_alike(driver: Path, config: tuple[int, int, int, int]) -> None:
+    out = subprocess.run(
+        [driver, "normalize", *map(str, config)], check=True, capture_output=True
+    ).stdout
+    values = int32s(out)
+    normalize = hf_normalizer(*config).normalize_str
+    pos, bad = 0, []
+    for c in range(0x110000):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        n = values[pos]
+        got = "".join(map(chr, values[pos + 1 : pos + 1 + n]))
+        pos += 1 + n
+        if got != normalize(chr(c)):
+            bad.append(c)
+    assert pos == len(values)
+    assert not bad, f"{len(bad)} code points differ: " + " ".join(f"U+{c:04X}" for c in bad[:20])
+
+
+@pytest.mark.slow
+def test_every_code_point_pre_tokenizes_alike(driver: Path) -> None:
+    kinds = subprocess.run([driver, "kinds"], check=True, capture_output=True).stdout
+    assert len(kinds) == 0x110000
+    pre = pre_tokenizers.BertPreTokenizer().pre_tokenize_str
+    bad = []
+    for c in range(0x110000):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        pieces = len(pre("a" + chr(c) + "a"))  # 1: part of the word, 2: split, 3: isolated
+        if kinds[c] != pieces - 1:
+            bad.append(c)
+    assert not bad, f"{len(bad)} code points differ: " + " ".join(f"U+{c:04X}" for c in bad[:20])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", CONFIGS)
+def test_words_before_wordpiece(
+    driver: Path, hf_model_dir: Path, texts: list[str], config: tuple[int, int, int, int]
+) -> None:
+    """Normalized words compared directly: WordPiece's [UNK] would hide many differences."""
+    sample = texts[:50_000] if config == CONFIGS[0] else texts[:20_000]
+    out = subprocess.run(
+        [driver, "words", hf_model_dir / "vocab.txt", *map(str, config)],
+        input=records([t.encode("utf-8") for t in sample]),
+        check=True,
+        capture_output=True,
+    ).stdout
+    values, pos = int32s(out), 0
+    got: list[list[object]] = []
+    for _ in sample:
+        items: list[object] = []
+        while (tag := values[pos]) != -3:
+            if tag >= 0:
+                items.append(tag)
+                pos += 1
+                continue
+            n_chars, stored = values[pos + 1], values[pos + 2]
+            chars = "".join(map(chr, values[pos + 3 : pos + 3 + stored]))
+            items.append(chars if n_chars <= 100 else ("long word", n_chars))
+            pos += 3 + stored
+        got.append(items)
+        pos += 1
+    assert pos == len(values)
+
+    added = {"[PAD]": 0, "[UNK]": 100, "[CLS]": 101, "[SEP]": 102, "[MASK]": 103}
+    split = re.compile("|".join(map(re.escape, sorted(added, key=len, reverse=True))))
+    normalize = hf_normalizer(*config).normalize_str
+    pre = pre_tokenizers.BertPreTokenizer().pre_tokenize_str
+
+    def words_of(segment: str, items: list[object]) -> None:
+        for w, _ in pre(normalize(segment)) if segment else ():
+            items.append(w if len(w) <= 100 else ("long word", len(w)))
+
+    want: list[list[object]] = []
+    for text in sample:
+        expected: list[object] = []
+        start = 0
+        for m in split.finditer(text):
+            words_of(text[start : m.start()], expected)
+            expected.append(added[m.group()])
+            start = m.end()
+        words_of(text[start:], expected)
+        want.append(expected)
+    assert_same(sample, got, want)
+
+
+@pytest.mark.slow
+def test_sanitizers(
+    build_dir: Path, hf_model_dir: Path, hf_tokenizer: Tokenizer, words: list[str]
+) -> None:
+    """A smaller run under AddressSanitizer and UndefinedBehaviorSanitizer, through the C driver."""
+    asan_driver = build_dir / "tokenizer_driver_asan"
+    try:
+        gcc(
+            [
+                "-O1",
+                "-g",
+                "-fsanitize=address,undefined",
+                "-fno-sanitize-recover=all",
+                *CFLAGS,
+                *SOURCES,
+                REPO / "tests" / "runtime" / "tokenizer_driver.c",
+                "-o",
+                asan_driver,
+            ]
+        )
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"gcc cannot build with sanitizers here: {e.stderr[-300:]}")
+    sample = random_texts(3_000, SEED + 3, words)
+    data = [t.encode("utf-8") for t in sample] + random_bytes(3_000, SEED + 4, sample)
+    data += [
+        b"",
+        b"\xf0",
+        b"\xe2\x82",
+        b"[MASK",
+        b"a" * 5000,
+        ("\u0301" * 3000).encode(),
+        b"\x00" * 100,
+        ("a" + "\U0001d165\U0001d16d" * 200).encode(),
+    ]
+    proc = subprocess.run(
+        [
+            asan_driver,
+            "encode",
+            hf_model_dir / "vocab.txt",
+            "1",
+            "1",
+            "1",
+            "1",
+            str(MAX_LENGTH),
+            "1",
+        ],
+        input=records(data),
+        capture_output=True,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    out, pos, got = proc.stdout, 0, []
+    for _ in data:
+        status, _full, n = struct.unpack_from("<iII", out, pos)
+        assert status == EMB_STATUS_OK
+        got.append(list(struct.unpack_from(f"<{n}i", out, pos + 12)))
+        pos += 12 + 4 * n
+    assert pos == len(out)
+    assert_same(data, got, hf_ids(hf_tokenizer, [d.decode("utf-8", "replace") for d in data]))
+
+
+@pytest.mark.slow
+def test_unicode_tables_are_generated(tmp_path: Path) -> None:
+    """runtime/src/unicode_tables.{h,c} are what the generator writes today."""
+    gen = REPO / "runtime" / "tools" / "gen_unicode_tables.py"
+    if unicodedata.unidata_version != "14.0.0":
+        pytest.skip("the tables are generated with Python 3.11's unicodedata (Unicode 14.0.0)")
+    subprocess.run([sys.executable, gen, "--out-dir", tmp_path], check=True, capture_output=True)
+    for name in ("unicode_tables.h", "unicode_tables.c"):
+        assert (tmp_path / name).read_bytes() == (SRC / name).read_bytes(), f"regenerate {name}"
