@@ -94,6 +94,13 @@
 extern "C" {
 #endif
 
+/* Marks the public functions; native builds compile everything else with hidden visibility. */
+#if defined(__GNUC__) || defined(__clang__)
+#define EMB_API __attribute__((visibility("default")))
+#else
+#define EMB_API
+#endif
+
 #define EMB_BUNDLE_VERSION_MIN 1
 #define EMB_BUNDLE_VERSION_MAX 1
 #define EMB_BUNDLE_ALIGN 64
@@ -112,7 +119,7 @@ typedef enum emb_status {
 } emb_status;
 
 /* A static, human-readable message for a status; never NULL. */
-const char *emb_status_str(emb_status status);
+EMB_API const char *emb_status_str(emb_status status);
 
 /* ── model ─────────────────────────────────────────────────────────────────────────── */
 
@@ -141,15 +148,15 @@ typedef struct emb_model_info {
  * the magic, version, header, shapes, offsets and the data checksum. The model references
  * these bytes until emb_model_free. On failure *out is NULL.
  */
-emb_status emb_model_init(emb_model **out, const void *bundle, size_t size);
-void emb_model_free(emb_model *model);
-void emb_model_get_info(const emb_model *model, emb_model_info *info);
+EMB_API emb_status emb_model_init(emb_model **out, const void *bundle, size_t size);
+EMB_API void emb_model_free(emb_model *model);
+EMB_API void emb_model_get_info(const emb_model *model, emb_model_info *info);
 
 /*
  * Looks up a string of the bundle's "__metadata__" (e.g. "name"). Returns a pointer into
  * the bundle (NOT NUL-terminated) and its length in *len, or NULL when the key is absent.
  */
-const char *emb_model_get_meta(const emb_model *model, const char *key, size_t *len);
+EMB_API const char *emb_model_get_meta(const emb_model *model, const char *key, size_t *len);
 
 /*
  * Tokenizes one UTF-8 text into ids ([CLS] … [SEP]). Invalid UTF-8 is read as U+FFFD.
@@ -158,7 +165,7 @@ const char *emb_model_get_meta(const emb_model *model, const char *key, size_t *
  * ids written; *n_full (may be NULL) the length before truncation. Needs cap >= *n_ids, else
  * EMB_STATUS_BUFFER_TOO_SMALL (with *n_ids set to the length needed). Thread-safe.
  */
-emb_status emb_model_tokenize(const emb_model *model, const char *utf8, size_t len, int truncate,
+EMB_API emb_status emb_model_tokenize(const emb_model *model, const char *utf8, size_t len, int truncate,
                               int32_t *ids, size_t cap, size_t *n_ids, size_t *n_full);
 
 /* ── context ───────────────────────────────────────────────────────────────────────── */
@@ -170,9 +177,9 @@ typedef struct emb_context emb_context;
  * (all sequences of one call together). The context references the model, which must
  * outlive it. Use one context per thread.
  */
-emb_status emb_context_init(emb_context **out, const emb_model *model, size_t max_tokens);
-void emb_context_free(emb_context *ctx);
-size_t emb_context_max_tokens(const emb_context *ctx);
+EMB_API emb_status emb_context_init(emb_context **out, const emb_model *model, size_t max_tokens);
+EMB_API void emb_context_free(emb_context *ctx);
+EMB_API size_t emb_context_max_tokens(const emb_context *ctx);
 
 /*
  * Encodes `n_seqs` sequences packed back to back in `ids` (lengths[i] ids each, no padding;
@@ -181,7 +188,7 @@ size_t emb_context_max_tokens(const emb_context *ctx);
  * L2-normalized. out_cap is the capacity of out in floats. Allocates nothing; the result of a
  * sequence does not depend on the other sequences of the call.
  */
-emb_status emb_context_encode(emb_context *ctx, const int32_t *ids, const int32_t *lengths,
+EMB_API emb_status emb_context_encode(emb_context *ctx, const int32_t *ids, const int32_t *lengths,
                               size_t n_seqs, emb_pooling pooling, int normalize, float *out,
                               size_t out_cap);
 

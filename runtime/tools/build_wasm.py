@@ -1,0 +1,244 @@
+"""Build the wasm variants of the engine into build/wasm/ (called by `wasm/build.sh`).
+
+    edgembed.wasm           SIMD128 kernels, single thread, own growable memory
+    edgembed-relaxed.wasm   relaxed-SIMD int8 GEMM (use only after emb_relaxed_probe_wasm() == 1)
+    edgembed-threads.wasm   SIMD128, imported shared memory, for a pool of workers on one model
+    kernels_test.wasm       reference, SIMD128 and relaxed kernels side by side (tests only)
+
+Toolchain: `python -m ziglang cc --target=wasm32-freestanding` (pip install ziglang) and
+wasm-opt from npm `binaryen`. The versions used are written to build/wasm/toolchain.txt.
+Each engine variant must stay within 300 KB, and its exports must equal wasm/exports.txt,
+whose emb_X_wasm names must wrap functions emb_X declared in runtime/include/edgembed.h.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "build" / "wasm"
+MAX_BYTES = 300 * 1024
+
+WARN = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wpedantic", "-Werror"]
+CFLAGS = [
+    *WARN,
+    "-O3",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+    "-nostdlib",
+    "-ffreestanding",
+    "-Iruntime/include",
+    "-Iruntime/src",
+]
+LDFLAGS = ["-Wl,--no-entry", "-Wl,-z,stack-size=262144"]
+
+VARIANTS: dict[str, dict[str, list[str]]] = {
+    "edgembed": {"cflags": ["-msimd128"], "ldflags": [], "extra": ["kernels_simd128.c"]},
+    "edgembed-relaxed": {
+        "cflags": ["-msimd128", "-mrelaxed-simd"],
+        "ldflags": [],
+        "extra": ["kernels_simd128.c", "kernels_relaxed.c"],
+    },
+    "edgembed-threads": {
+        "cflags": ["-msimd128", "-matomics", "-mbulk-memory"],
+        "ldflags": [
+            "-Wl,--shared-memory",
+            "-Wl,--import-memory",
+            "-Wl,--max-memory=1073741824",
+            "-Wl,--export=__stack_pointer",
+        ],
+        "extra": ["kernels_simd128.c"],
+    },
+}
+NOT_ENGINE = {
+    "platform_wasm.c",
+    "platform_native.c",
+    "kernels_simd128.c",
+    "kernels_relaxed.c",
+    "kernels_x86.c",
+}
+
+
+def zig_cc() -> list[str]:
+    return [sys.executable, "-m", "ziglang", "cc", "--target=wasm32-freestanding"]
+
+
+def wasm_opt() -> str:
+    env = os.environ.get("WASM_OPT")
+    local = ROOT / "build" / "tools" / "node_modules" / ".bin" / "wasm-opt"
+    found = env or (str(local) if local.exists() else shutil.which("wasm-opt"))
+    if not found:
+        sys.exit("wasm-opt not found: run `npm install --prefix build/tools binaryen`")
+    return found
+
+
+def run(cmd: list[str]) -> str:
+    env = {
+        **os.environ,
+        "ZIG_GLOBAL_CACHE_DIR": str(ROOT / "build" / "zig-cache"),
+        "ZIG_LOCAL_CACHE_DIR": str(ROOT / "build" / "zig-cache"),
+    }
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout + r.stderr
+
+
+def engine_sources() -> list[str]:
+    return sorted(
+        p.name for p in (ROOT / "runtime" / "src").glob("*.c") if p.name not in NOT_ENGINE
+    )
+
+
+def compile_and_link(name: str, sources: list[Path], cflags: list[str], ldflags: list[str]) -> Path:
+    objdir = OUT / "obj" / name
+    objdir.mkdir(parents=True, exist_ok=True)
+    objs = []
+    for src in sources:
+        obj = objdir / (src.stem + ".o")
+        # the libc stand-ins must not be turned back into calls to themselves
+        extra = ["-fno-builtin"] if src.name == "platform_wasm.c" else []
+        run([*zig_cc(), *CFLAGS, *cflags, *extra, "-c", str(src), "-o", str(obj)])
+        objs.append(str(obj))
+    raw = OUT / f"{name}.raw.wasm"
+    run([*zig_cc(), *CFLAGS, *cflags, *LDFLAGS, *ldflags, *objs, "-o", str(raw)])
+    return raw
+
+
+def optimize(raw: Path, out: Path) -> None:
+    run(
+        [
+            wasm_opt(),
+            "-O3",
+            "--strip-debug",
+            "--strip-producers",
+            "--strip-target-features",
+            str(raw),
+            "-o",
+            str(out),
+        ]
+    )
+    raw.unlink()
+
+
+def exports_of(path: Path) -> set[str]:
+    """Export names from the module's export section (no dependency beyond the stdlib)."""
+    data = path.read_bytes()
+    if data[:4] != b"\0asm":
+        raise ValueError(f"{path} is not a wasm module")
+    pos = 8
+
+    def leb() -> int:
+        nonlocal pos
+        result = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return result
+
+    names: set[str] = set()
+    while pos < len(data):
+        sid = data[pos]
+        pos += 1
+        size = leb()
+        end = pos + size
+        if sid == 7:
+            for _ in range(leb()):
+                n = leb()
+                names.add(data[pos : pos + n].decode())
+                pos += n + 1  # kind
+                leb()  # index
+        pos = end
+    return names
+
+
+def check_exports(path: Path, variant: str) -> None:
+    listed = {
+        line.strip()
+        for line in (ROOT / "wasm" / "exports.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    header = (ROOT / "runtime" / "include" / "edgembed.h").read_text()
+    declared = set(re.findall(r"\b(emb_\w+)\s*\(", header))
+    helpers = {
+        "emb_alloc_wasm",
+        "emb_free_wasm",
+        "emb_bundle_versions_wasm",
+        "emb_kernels_wasm",
+        "emb_relaxed_probe_wasm",
+    }
+    for name in listed - helpers:
+        if name[: -len("_wasm")] not in declared:
+            sys.exit(f"wasm/exports.txt: {name} wraps nothing declared in edgembed.h")
+    got = exports_of(path) - {"memory", "__stack_pointer"}
+    if got != listed:
+        sys.exit(
+            f"{path.name}: exports differ from wasm/exports.txt: "
+            f"missing {sorted(listed - got)}, extra {sorted(got - listed)}"
+        )
+    extras = exports_of(path) & {"memory", "__stack_pointer"}
+    want = {"__stack_pointer"} if variant == "edgembed-threads" else {"memory"}
+    if extras != want:
+        sys.exit(f"{path.name}: expected {want} besides the functions, found {extras}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--only", choices=[*VARIANTS, "kernels_test"], action="append")
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    src = ROOT / "runtime" / "src"
+    base = [src / n for n in engine_sources()] + [
+        src / "platform_wasm.c",
+        ROOT / "wasm" / "exports.c",
+    ]
+    sizes = []
+    for name, v in VARIANTS.items():
+        if args.only and name not in args.only:
+            continue
+        raw = compile_and_link(
+            name, base + [src / e for e in v["extra"]], v["cflags"], v["ldflags"]
+        )
+        out = OUT / f"{name}.wasm"
+        optimize(raw, out)
+        check_exports(out, name)
+        size = out.stat().st_size
+        if size > MAX_BYTES:
+            sys.exit(f"{out.name} is {size} bytes, over the {MAX_BYTES}-byte budget")
+        sizes.append(f"{out.name} {size}")
+    if not args.only or "kernels_test" in args.only:
+        raw = compile_and_link(
+            "kernels_test",
+            [
+                src / "kernels.c",
+                src / "kernels_simd128.c",
+                src / "kernels_relaxed.c",
+                src / "platform_wasm.c",
+                ROOT / "tests" / "runtime" / "test_kernels_wasm.c",
+            ],
+            ["-msimd128", "-mrelaxed-simd", "-DEMB_KERNELS=EMB_KERNELS_RELAXED"],
+            [],
+        )
+        optimize(raw, OUT / "kernels_test.wasm")
+    versions = [
+        "zig " + run([sys.executable, "-m", "ziglang", "version"]).strip(),
+        run([*zig_cc(), "--version"]).splitlines()[0],
+        run([wasm_opt(), "--version"]).strip(),
+    ]
+    (OUT / "toolchain.txt").write_text("\n".join(versions + sizes) + "\n")
+    print("\n".join(versions + sizes))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+/*
+ * embcli — a debugging CLI for the native engine (only a CLI's main prints).
+ *
+ *   embcli BUNDLE TEXT...        token ids and the first values of each text's embedding
+ *   embcli bench BUNDLE [N] [L]  N sequences of L tokens, encoded as one batch: tokens/s, G-MAC/s
+ */
+#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "edgembed.h"
+
+static void *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = aligned_alloc(64, ((size_t)n + 63) / 64 * 64);
+    *size = fread(p, 1, (size_t)n, f);
+    fclose(f);
+    return p;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    int bench = argc > 1 && strcmp(argv[1], "bench") == 0;
+    if (argc < 3) {
+        fprintf(stderr, "usage: embcli BUNDLE TEXT... | embcli bench BUNDLE [N] [L]\n");
+        return 2;
+    }
+    const char *path = argv[bench ? 2 : 1];
+    size_t size = 0;
+    void *bytes = read_file(path, &size);
+    if (!bytes) {
+        fprintf(stderr, "embcli: cannot read %s\n", path);
+        return 1;
+    }
+    emb_model *m = NULL;
+    emb_status s = emb_model_init(&m, bytes, size);
+    if (s != EMB_STATUS_OK) {
+        fprintf(stderr, "embcli: %s: %s\n", path, emb_status_str(s));
+        return 1;
+    }
+    emb_model_info info;
+    emb_model_get_info(m, &info);
+    emb_context *ctx = NULL;
+    if (bench) {
+        int n = argc > 3 ? atoi(argv[3]) : 32, l = argc > 4 ? atoi(argv[4]) : 64;
+        if (n < 1 || l < 2 || l > info.max_length) return 2;
+        int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n * l)), *lens = malloc(sizeof(int32_t) * (size_t)n);
+        float *out = malloc(sizeof(float) * (size_t)(n * info.dim));
+        for (int i = 0; i < n * l; i++) ids[i] = 1000 + (i * 7919) % 20000;
+        for (int i = 0; i < n; i++) lens[i] = l;
+        if (emb_context_init(&ctx, m, (size_t)(n * l)) != EMB_STATUS_OK) return 1;
+        emb_context_encode(ctx, ids, lens, (size_t)n, EMB_POOLING_MODEL, -1, out, (size_t)(n * info.dim));
+        int reps = 0;
+        double t0 = now(), t;
+        do {
+            emb_context_encode(ctx, ids, lens, (size_t)n, EMB_POOLING_MODEL, -1, out, (size_t)(n * info.dim));
+            reps++;
+            t = now() - t0;
+        } while (t < 2.0);
+        double c = info.dim, f = info.ffn_dim, tokens = (double)reps * n * l;
+        double macs = tokens * info.n_layers * (4 * c * c + 2 * c * f) + (double)reps * n * info.n_layers * 2.0 * l * l * c;
+        printf("%d x %d tokens: %.0f tokens/s, %.2f G-MAC/s (linear + attention)\n", n, l, tokens / t, macs / t / 1e9);
+    } else {
+        if (emb_context_init(&ctx, m, (size_t)info.max_length) != EMB_STATUS_OK) return 1;
+        int32_t ids[4096];
+        float *out = malloc(sizeof(float) * (size_t)info.dim);
+        for (int a = 2; a < argc; a++) {
+            size_t n = 0, full = 0;
+            s = emb_model_tokenize(m, argv[a], strlen(argv[a]), 1, ids, 4096, &n, &full);
+            if (s != EMB_STATUS_OK) {
+                fprintf(stderr, "embcli: tokenize: %s\n", emb_status_str(s));
+                return 1;
+            }
+            int32_t len = (int32_t)n;
+            s = emb_context_encode(ctx, ids, &len, 1, EMB_POOLING_MODEL, -1, out, (size_t)info.dim);
+            if (s != EMB_STATUS_OK) {
+                fprintf(stderr, "embcli: encode: %s\n", emb_status_str(s));
+                return 1;
+            }
+            printf("ids:");
+            for (size_t i = 0; i < n; i++) printf(" %d", ids[i]);
+            printf("%s\nvec: [", full > n ? " (truncated)" : "");
+            for (int i = 0; i < 6; i++) printf("%s%.6f", i ? ", " : "", (double)out[i]);
+            printf(", ...]\n");
+        }
+    }
+    emb_context_free(ctx);
+    emb_model_free(m);
+    free(bytes);
+    return 0;
+}

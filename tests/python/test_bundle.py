@@ -1,0 +1,153 @@
+"""The bundle writer: layout, metadata, packing and the checks a reader relies on."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgembed.errors import BundleError, InvalidModelDir, UnsupportedArchitecture
+from edgembed.export.bundle import (
+    MAGIC_PREFIX,
+    pack_linear,
+    read_bundle_header,
+    write_bundle,
+)
+from edgembed.export.quantize import quantize_blocks_int8
+
+
+@pytest.fixture(scope="session")
+def bundle_path(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "all-minilm-l6-v2.emb"
+    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
+    return out
+
+
+def test_layout_is_aligned_safetensors(bundle_path: Path) -> None:
+    raw = bundle_path.read_bytes()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    assert (8 + hlen) % 64 == 0
+    assert raw[8:].startswith(MAGIC_PREFIX + b'1"')
+    header = json.loads(raw[8 : 8 + hlen])
+    meta = header.pop("__metadata__")
+    assert all(isinstance(v, str) for v in meta.values())
+    data = raw[8 + hlen :]
+    assert meta["data_crc32"] == f"{zlib.crc32(data):08x}"
+    ends = sorted((t["data_offsets"][0], t["data_offsets"][1]) for t in header.values())
+    assert ends[0][0] == 0 and ends[-1][1] == len(data)
+    # back to back, as safetensors wants
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ends))
+    for name, t in header.items():
+        if not name.startswith("__pad."):
+            assert t["data_offsets"][0] % 64 == 0, name
+
+    from safetensors.numpy import load_file  # other tools read it as is
+
+    tensors = load_file(str(bundle_path))
+    assert tensors["layers.0.attention.qkv.q"].shape == (288, 96, 4, 4)
+    assert tensors["embeddings.word.q"].dtype == np.int8
+
+
+def test_metadata(hf_model_dir: Path, tmp_path: Path) -> None:
+    info = write_bundle(hf_model_dir, tmp_path / "m.emb", max_length=128, name="mini")
+    h = read_bundle_header(tmp_path / "m.emb")
+    assert h.version == 1 and h.dim == 384 and h.max_length == 128
+    m = h.metadata
+    assert (m["name"], m["pooling"], m["normalize"], m["n_layers"], m["n_heads"]) == (
+        "mini",
+        "mean",
+        "true",
+        "6",
+        "12",
+    )
+    # tokenizer.json's strip_accents null resolves to the lowercase flag
+    assert m["tokenizer.lowercase"] == m["tokenizer.strip_accents"] == "true"
+    assert (
+        m["tokenizer.cls_id"],
+        m["tokenizer.sep_id"],
+        m["tokenizer.unk_id"],
+        m["tokenizer.pad_id"],
+    ) == ("101", "102", "100", "0")
+    raw = (tmp_path / "m.emb").read_bytes()
+    import hashlib
+
+    assert info["size"] == len(raw) and info["sha256"] == hashlib.sha256(raw).hexdigest()
+    assert info["format_version"] == 1
+
+
+def test_vocab_round_trip(hf_model_dir: Path, bundle_path: Path) -> None:
+    from safetensors.numpy import load_file
+
+    vocab = load_file(str(bundle_path))["tokenizer.vocab"].tobytes().decode("utf-8").split("\n")
+    tj = json.loads((hf_model_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    assert len(vocab) == len(tj) == 30522
+    assert all(vocab[i] == tok for tok, i in tj.items())
+
+
+def test_pack_linear_layout() -> None:
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(8, 64)).astype(np.float32)
+    q, s = pack_linear(w)
+    ref_q, ref_s = quantize_blocks_int8(w)
+    assert q.shape == (2, 16, 4, 4) and s.shape == (2, 2, 4)
+    for g in range(2):
+        for j in range(16):
+            for r in range(4):
+                for c in range(4):
+                    assert q[g, j, r, c] == ref_q[4 * g + r, 4 * j + c]
+        for b in range(2):
+            for r in range(4):
+                assert s[g, b, r] == ref_s[4 * g + r, b]
+
+
+def test_weights_match_the_checkpoint(hf_model_dir: Path, bundle_path: Path) -> None:
+    from safetensors.numpy import load_file
+
+    src = load_file(str(hf_model_dir / "model.safetensors"))
+    b = load_file(str(bundle_path))
+    wq = src["encoder.layer.3.attention.self.key.weight"]
+    q, s = b["layers.3.attention.qkv.q"], b["layers.3.attention.qkv.scale"]
+    unpacked = q.transpose(0, 2, 1, 3).reshape(1152, 384).astype(np.float32)
+    scales = s.transpose(0, 2, 1).reshape(1152, 12)
+    deq = (unpacked.reshape(1152, 12, 32) * scales[:, :, None]).reshape(1152, 384)
+    key = deq[384:768]
+    assert np.abs(key - wq).max() <= np.abs(wq).max() / 127 / 2 + 1e-6
+    bias = src["encoder.layer.3.attention.self.value.bias"]
+    assert np.array_equal(b["layers.3.attention.qkv.bias"][768:], bias)
+
+
+def test_reader_refuses_other_versions(bundle_path: Path) -> None:
+    raw = bytearray(bundle_path.read_bytes())
+    at = 8 + len(MAGIC_PREFIX)
+    raw[at : at + 1] = b"2"
+    with pytest.raises(BundleError, match=r"1 through 1.*embed bundle MODEL"):
+        read_bundle_header(bytes(raw))
+    with pytest.raises(BundleError, match="not an edgembed bundle"):
+        read_bundle_header(b"\x08\0\0\0\0\0\0\0{}      ")
+
+
+def test_writer_errors(hf_model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidModelDir):
+        write_bundle(tmp_path, tmp_path / "x.emb")
+    d = tmp_path / "m"
+    d.mkdir()
+    for f in ("config.json", "tokenizer.json"):
+        shutil.copy(hf_model_dir / f, d / f)
+    (d / "model.safetensors").symlink_to(hf_model_dir / "model.safetensors")
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["model_type"] = "gpt2"
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UnsupportedArchitecture):
+        write_bundle(d, tmp_path / "x.emb")
+    cfg["model_type"] = "bert"
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(InvalidModelDir, match="max_length"):
+        write_bundle(d, tmp_path / "x.emb", max_length=1000)
+    info = write_bundle(d, tmp_path / "x.emb")  # no pooling config, no modules.json
+    assert info["pooling"] == "mean" and info["normalize"] == "false"
