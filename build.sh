@@ -6,6 +6,7 @@
 #   test     run every test suite (Python, C engine, wasm, JS) after building what they need
 #   check    ruff + mypy
 #   native   build the C engine as a shared library + C tests (build/native/)
+#   fuzz     bounded libFuzzer run of the bundle reader and tokenizer (needs clang)
 #   wasm     build the WebAssembly engine variants (build/wasm/)
 #   js       build the npm package (js/dist/)
 #   py       build the Python wheel (dist/)
@@ -37,7 +38,16 @@ check() {
 }
 
 native() {
-  bash runtime/build.sh "$@"
+  bash runtime/build.sh native "$@"
+}
+
+fuzz() {
+  if ! command -v clang-19 >/dev/null && ! command -v clang >/dev/null; then
+    [[ $(id -u) -eq 0 ]] || { echo "fuzz needs clang: apt-get install clang-19 lld-19 libclang-rt-19-dev" >&2; exit 2; }
+    apt-get install -y -qq clang-19 lld-19 libclang-rt-19-dev >/dev/null \
+      || { apt-get update -qq && apt-get install -y -qq clang-19 lld-19 libclang-rt-19-dev >/dev/null; }
+  fi
+  bash runtime/build.sh fuzz "${1:-40}"
 }
 
 wasm() {
@@ -58,9 +68,9 @@ py() {
 
 run_tests() {
   have_venv || setup
-  [[ -f runtime/build.sh ]] && native
-  [[ -f runtime/build.sh ]] && "$ROOT/build/native/test_engine"
-  [[ -f wasm/build.sh ]] && wasm
+  bash runtime/build.sh test        # C tests, native and under ASan/UBSan, fuzz crashers replayed
+  fuzz 40
+  wasm
   [[ -f js/build.sh ]] && { bash js/build.sh; bash js/test.sh; }
   "$PY" -m pytest "$@"
 }
@@ -78,9 +88,10 @@ case "$verb" in
   test) run_tests "$@" ;;
   check) check ;;
   native) native "$@" ;;
+  fuzz) fuzz "$@" ;;
   wasm) wasm "$@" ;;
   js) js "$@" ;;
   py) py ;;
   bench) bench ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
