@@ -23,7 +23,7 @@ from .graph import BertConfig, load_bert_weights
 from .validate import calibration_texts, embed_alone, measure_quality
 from .variants import VARIANTS, Variant, build_variant
 
-__all__ = ["DEFAULT_VARIANTS", "export_model", "parse_variants"]
+__all__ = ["DEFAULT_VARIANTS", "export_bundle", "export_model", "parse_variants"]
 
 DEFAULT_VARIANTS = ("fp32", "int8")
 
@@ -131,3 +131,49 @@ def export_model(
     manifest.variants = dict(sorted(manifest.variants.items()))
     manifest.save(model_dir)
     return manifest, model_dir
+
+
+def export_bundle(
+    model: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    force: bool = False,
+) -> tuple[dict[str, object], Path]:
+    """Write the C engine's int8 bundle (``<name>.int8.emb``) and record it in the manifest.
+
+    The bundle goes into the model's cache directory unless ``out`` names a file; its size
+    and sha256 are recorded in ``edgembed.json`` under ``bundles.int8`` either way.
+    """
+    from .bundle import write_bundle
+
+    pulled = pull(model)
+    model_dir = pulled.dir
+    try:
+        manifest = Manifest.load(model_dir)
+    except Exception:
+        manifest = _manifest_for(pulled)
+    target = Path(out) if out is not None else model_dir / f"{pulled.spec.name}.int8.emb"
+    entry = manifest.bundles.get("int8")
+    if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
+            and target.is_file() and target.stat().st_size == entry.get("size")):
+        return entry, target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".bundle-", suffix=".emb", dir=target.parent)
+    os.close(fd)
+    try:
+        info = write_bundle(pulled.source_dir, Path(tmp), max_length=pulled.spec.max_seq_length,
+                            name=pulled.spec.name)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    record: dict[str, object] = {
+        "file": target.name if target.parent == model_dir else str(target.resolve()),
+        "path": str(target.resolve()),
+        "size": int(info["size"]),
+        "sha256": str(info["sha256"]),
+        "scheme": "int8-b32",
+    }
+    manifest.bundles["int8"] = record
+    manifest.save(model_dir)
+    return record, target
