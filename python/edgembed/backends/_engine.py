@@ -1,0 +1,307 @@
+"""The engine's wasm exports, driven by the same code on every Python host.
+
+::
+
+    WasmHost (wasmtime in CPython │ js.WebAssembly in Pyodide): call an export, copy bytes in/out
+        └─► Engine: bundle into wasm memory ─► model + context ─► tokenize ─► encode
+
+A host adapter does three things only: call an export with i32 arguments, copy bytes into the
+module's memory, and copy bytes out of it (``WasmHost``). Everything the engine needs beyond
+that — buffers allocated once with ``emb_alloc_wasm``, statuses turned into edgembed errors,
+batches cut to the context's token budget — lives here, once, so both hosts give the same
+results for the same reasons. Nothing here needs numpy: ids go in as ``array('i')`` bytes and
+vectors come out into any writable buffer (a numpy array's, or an ``array('f')``).
+
+wasm is little-endian; on a big-endian CPython the arrays are byte-swapped on the way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from collections.abc import Sequence
+from io import BufferedReader
+from pathlib import Path
+from typing import Protocol, Union
+
+from ..errors import BundleError, EngineError, InputTooLong, ModelNotFound
+
+__all__ = ["BundleSource", "Engine", "WasmHost", "open_bundle"]
+
+# emb_status values (runtime/include/edgembed.h)
+_OK, _BUFFER_TOO_SMALL, _TOO_LONG = 0, 3, 9
+_BUNDLE_STATUSES = {4, 5, 6, 7, 8}  # bad magic, bad version, truncated, corrupt, unsupported
+_POOLING_MODEL = 0
+_BIG_ENDIAN = sys.byteorder == "big"
+_COPY_CHUNK = 1 << 20  # a bundle file goes into wasm memory 1 MiB at a time
+
+# bytes in memory (from Python or a fetch), or a path to a .emb file
+BundleSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
+
+
+class WasmHost(Protocol):
+    """One instantiated edgembed module (edgembed.wasm or edgembed-relaxed.wasm) on some host."""
+
+    variant: str  # "simd128" or "relaxed"
+
+    def call(self, name: str, *args: int) -> int:
+        """Call export ``name`` with i32 arguments; its i32 result (0 for a void export)."""
+        ...
+
+    def write(self, ptr: int, data: memoryview) -> None:
+        """Copy ``data`` (bytes, format "B") into the module's memory at ``ptr``."""
+        ...
+
+    def read_into(self, ptr: int, out: memoryview) -> None:
+        """Copy ``len(out)`` bytes of the module's memory at ``ptr`` into ``out`` (format "B")."""
+        ...
+
+
+def _le(values: array[int]) -> memoryview:
+    if _BIG_ENDIAN:
+        values.byteswap()
+    return memoryview(values).cast("B")
+
+
+def open_bundle(source: BundleSource) -> tuple[str, int, BufferedReader | memoryview]:
+    """(a name for messages, size, a binary file or the bytes) of a bundle source.
+
+    A path that does not exist raises ModelNotFound, on every host alike.
+    """
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = memoryview(source).cast("B")
+        return f"<bundle of {data.nbytes} bytes>", data.nbytes, data
+    path = Path(source)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+    except FileNotFoundError:
+        raise ModelNotFound(
+            f"the bundle {path} does not exist; export one with `embed bundle MODEL` "
+            "(on CPython) and copy or fetch it here"
+        ) from None
+    except IsADirectoryError:
+        raise BundleError(f"{path} is a directory, not a bundle (.emb) file") from None
+    return str(path), os.fstat(f.fileno()).st_size, f
+
+
+class Engine:
+    """A model and one context on a ``WasmHost``. Not thread-safe: one call at a time."""
+
+    def __init__(self, host: WasmHost, bundle: BundleSource, *, max_tokens: int = 2048) -> None:
+        self.host = host
+        self._model = self._ctx = 0
+        name, size, data = open_bundle(bundle)
+        self.source = name
+        # the model references the bundle in wasm memory for its whole life
+        self._bundle_ptr = self._alloc(max(size, 1))
+        if isinstance(data, memoryview):
+            self._write(self._bundle_ptr, data)
+        else:
+            with data:
+                self._copy_file(data, size, name)
+        self._scratch = self._alloc(64)
+        st = host.call("emb_model_init_wasm", self._scratch, self._bundle_ptr, size)
+        if st != _OK:
+            self._raise(st, name)
+        self._model = self._u32(self._scratch)
+        info_ptr = self._alloc(9 * 4)
+        host.call("emb_model_get_info_wasm", self._model, info_ptr)
+        info = self._i32s(info_ptr, 9)
+        host.call("emb_free_wasm", info_ptr)
+        self.dim, self.max_length = info[0], info[5]
+        self.pooling = "cls" if info[6] == 2 else "mean"
+        self.normalized_by_model = bool(info[7])
+        self.bundle_version = info[8]
+
+        self.max_tokens = max(int(max_tokens), self.max_length)
+        st = host.call("emb_context_init_wasm", self._scratch, self._model, self.max_tokens)
+        if st != _OK:
+            self._raise(st, "context")
+        self._ctx = self._u32(self._scratch)
+        # input/output buffers, allocated once: ids, lengths, vectors, text bytes, token ids
+        self._ids = self._alloc(4 * self.max_tokens)
+        self._lens = self._alloc(4 * self.max_tokens)
+        self._out = self._alloc(4 * self.max_tokens * self.dim)
+        self._text_cap = 1 << 16
+        self._text = self._alloc(self._text_cap)
+        self._tok_cap = max(4 * self.max_length, 1024)
+        self._tok = self._alloc(4 * self._tok_cap)
+
+    # ── memory ──
+
+    def _alloc(self, size: int) -> int:
+        ptr = self.host.call("emb_alloc_wasm", size)
+        if ptr == 0:
+            raise EngineError(f"wasm memory exhausted allocating {size} bytes")
+        return ptr
+
+    def _write(self, ptr: int, data: memoryview) -> None:
+        if data.nbytes:
+            self.host.write(ptr, data)
+
+    def _copy_file(self, f: BufferedReader, size: int, name: str) -> None:
+        buf = bytearray(min(size, _COPY_CHUNK))
+        view = memoryview(buf)
+        done = 0
+        while done < size:
+            n = f.readinto(view[: min(len(buf), size - done)])
+            if not n:
+                raise BundleError(f"{name}: could not read the whole file")
+            self.host.write(self._bundle_ptr + done, view[:n])
+            done += n
+
+    def _read(self, ptr: int, n: int) -> bytes:
+        out = bytearray(n)
+        if n:
+            self.host.read_into(ptr, memoryview(out))
+        return bytes(out)
+
+    def _u32(self, ptr: int) -> int:
+        return int.from_bytes(self._read(ptr, 4), "little")
+
+    def _i32s(self, ptr: int, n: int) -> list[int]:
+        values = array("i", self._read(ptr, 4 * n))
+        if _BIG_ENDIAN:
+            values.byteswap()
+        return values.tolist()
+
+    def _cstring(self, ptr: int, limit: int = 4096) -> str:
+        data = b""
+        while len(data) < limit:
+            chunk = self._read(ptr + len(data), 64)
+            end = chunk.find(b"\0")
+            if end >= 0:
+                return (data + chunk[:end]).decode("utf-8", errors="replace")
+            data += chunk
+        return data.decode("utf-8", errors="replace")
+
+    def _raise(self, status: int, what: str) -> None:
+        msg = f"{what}: {self._cstring(self.host.call('emb_status_str_wasm', status))}"
+        if status in _BUNDLE_STATUSES:
+            raise BundleError(msg)
+        if status == _TOO_LONG:
+            raise InputTooLong(msg)
+        raise EngineError(msg)
+
+    # ── the model ──
+
+    def meta(self, key: str) -> str | None:
+        """A metadata string of the bundle (``name``, ``quantization``, …), None if absent."""
+        data = key.encode("utf-8") + b"\0"
+        if len(data) + 8 > self._text_cap:
+            return None
+        self._write(self._text, memoryview(data))
+        ptr = self.host.call("emb_model_get_meta_wasm", self._model, self._text, self._scratch)
+        if ptr == 0:
+            return None
+        return self._read(ptr, self._u32(self._scratch)).decode("utf-8", errors="replace")
+
+    def tokenize_one(self, text: str, truncate: bool) -> tuple[list[int], int]:
+        """(ids with [CLS]/[SEP], the text's full token count); ids are [] when the text is
+        too long and ``truncate`` is off."""
+        data = text.encode("utf-8", errors="surrogatepass")
+        if len(data) > self._text_cap:
+            self.host.call("emb_free_wasm", self._text)
+            self._text_cap = max(len(data), 2 * self._text_cap)
+            self._text = self._alloc(self._text_cap)
+        self._write(self._text, memoryview(data))
+        st = self.host.call(
+            "emb_model_tokenize_wasm",
+            self._model,
+            self._text,
+            len(data),
+            int(truncate),
+            self._tok,
+            self._tok_cap,
+            self._scratch,
+            self._scratch + 4,
+        )
+        counts = self._i32s(self._scratch, 2)
+        if st == _TOO_LONG:
+            return [], counts[1]
+        if st != _OK:
+            self._raise(st, "tokenize")
+        return self._i32s(self._tok, counts[0]), counts[1]
+
+    def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
+        """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
+        out = []
+        for t in texts:
+            ids, full = self.tokenize_one(t, truncate)
+            if not ids:
+                raise InputTooLong(
+                    f"a text has {full} tokens, more than the model's max_length "
+                    f"{self.max_length}; pass truncate=True or shorten it"
+                )
+            out.append(ids)
+        return out
+
+    def count_tokens(self, texts: Sequence[str], truncate: bool = True) -> list[int]:
+        """Tokens each text costs the encoder (its full length when truncate is False)."""
+        counts = []
+        for t in texts:
+            ids, full = self.tokenize_one(t, truncate)
+            counts.append(len(ids) if truncate else full)
+        return counts
+
+    def encode_into(self, batch: Sequence[Sequence[int]], out: memoryview) -> None:
+        """Pooled, not normalized vectors of ``batch`` as float32 rows into ``out`` (bytes,
+        ``len(batch) * dim * 4`` of them). A batch over the context's tokens is cut into
+        pieces: a sequence's vector never depends on its batch."""
+        row = 4 * self.dim
+        if out.nbytes != len(batch) * row:
+            raise EngineError(f"output buffer of {out.nbytes} bytes for {len(batch)} vectors")
+        start = 0
+        while start < len(batch):
+            end, used = start, 0
+            while end < len(batch) and (end == start or used + len(batch[end]) <= self.max_tokens):
+                used += len(batch[end])
+                end += 1
+            self._encode_chunk(batch[start:end], out[start * row : end * row])
+            start = end
+
+    def encode_rows(self, batch: Sequence[Sequence[int]]) -> list[array[float]]:
+        """``encode_into`` without numpy: one ``array('f')`` per sequence."""
+        flat = array("f", bytes(4 * self.dim * len(batch)))
+        self.encode_into(batch, memoryview(flat).cast("B"))
+        if _BIG_ENDIAN:
+            flat.byteswap()
+        d = self.dim
+        return [flat[i * d : (i + 1) * d] for i in range(len(batch))]
+
+    def _encode_chunk(self, seqs: Sequence[Sequence[int]], out: memoryview) -> None:
+        lens = array("i")
+        ids = array("i")
+        for s in seqs:
+            if len(s) > self.max_length:
+                raise InputTooLong(
+                    f"a sequence of {len(s)} tokens exceeds max_length {self.max_length}"
+                )
+            lens.append(len(s))
+            ids.extend(s)
+        self._write(self._lens, _le(lens))
+        self._write(self._ids, _le(ids))
+        st = self.host.call(
+            "emb_context_encode_wasm",
+            self._ctx,
+            self._ids,
+            self._lens,
+            len(seqs),
+            _POOLING_MODEL,
+            0,
+            self._out,
+            len(seqs) * self.dim,
+        )
+        if st != _OK:
+            self._raise(st, "encode")
+        self.host.read_into(self._out, out)
+
+    def close(self) -> None:
+        """Free the engine's objects (the module's memory goes with its host)."""
+        if self._ctx:
+            self.host.call("emb_context_free_wasm", self._ctx)
+            self._ctx = 0
+        if self._model:
+            self.host.call("emb_model_free_wasm", self._model)
+            self._model = 0

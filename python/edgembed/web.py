@@ -1,0 +1,89 @@
+"""edgembed in Pyodide (PyScript, JupyterLite, Node): load an engine bundle from a URL,
+bytes or a file, with everything that may block done asynchronously.
+
+::
+
+    import edgembed.web
+    embedder = await edgembed.web.load("https://example.org/models/all-minilm-l6-v2.emb")
+    rows = embedder.embed(["a sentence", "another"])   # 2 rows of 384 floats, unit length
+
+``load`` fetches a URL with Pyodide's ``pyfetch`` (``urllib`` in a thread on CPython) and
+compiles the engine with ``WebAssembly.compile``, which a browser's main thread requires for
+modules over 4 KB. Where synchronous compilation is allowed (a Web Worker — JupyterLite's
+kernel, PyScript's ``worker`` scripts — Node, Deno), ``Embedder.load(path_or_bytes)`` does the
+same without ``await``. Without numpy, ``embed`` returns a list of ``array('f')`` rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from ._bundle import BundleEmbedder, embedder_from_bundle
+from .backends._engine import BundleSource
+from .errors import ModelNotFound, SourceUnavailable
+
+__all__ = ["fetch_bundle", "is_url", "load"]
+
+
+def is_url(source: object) -> bool:
+    """True for an ``http(s)://`` (or ``blob:``) address."""
+    return isinstance(source, str) and source.lower().startswith(("http://", "https://", "blob:"))
+
+
+async def fetch_bundle(url: str) -> bytes:
+    """The bytes of the bundle at ``url``. An HTTP error status raises ModelNotFound, a
+    network failure SourceUnavailable."""
+    if sys.platform == "emscripten":
+        from pyodide.http import pyfetch
+
+        try:
+            response = await pyfetch(url)
+        except Exception as exc:  # a JsException (network error, CORS)
+            raise SourceUnavailable(
+                f"cannot fetch the bundle {url} ({exc}); check the address and, from another "
+                "origin, that the server sends Access-Control-Allow-Origin"
+            ) from None
+        if not response.ok:
+            raise ModelNotFound(f"the bundle {url} was not found (HTTP {response.status})")
+        data: bytes = await response.bytes()
+        return data
+    return await asyncio.to_thread(_fetch_blocking, url)
+
+
+def _fetch_blocking(url: str) -> bytes:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            data: bytes = response.read()
+            return data
+    except urllib.error.HTTPError as exc:
+        raise ModelNotFound(f"the bundle {url} was not found (HTTP {exc.code})") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise SourceUnavailable(f"cannot fetch the bundle {url} ({exc})") from None
+
+
+async def load(
+    model: BundleSource,
+    *,
+    wasm_variant: str | None = None,
+    max_tokens: int = 2048,
+) -> BundleEmbedder:
+    """An Embedder on the wasm engine for a bundle: a URL, its bytes, a path to a .emb file
+    (Pyodide's file system, or a mounted folder) or an exported model directory.
+
+    ``wasm_variant``: "simd128" (default) or "relaxed" (only after its probe passes here).
+    """
+    source: Any = model
+    if isinstance(model, str) and is_url(model):
+        source = await fetch_bundle(model)
+    host = None
+    if sys.platform == "emscripten":
+        from .backends._pyodide import PyodideHost
+
+        host = await PyodideHost.create(variant=wasm_variant)
+    return embedder_from_bundle(source, wasm_variant=wasm_variant, max_tokens=max_tokens,
+                                host=host)
