@@ -27,8 +27,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

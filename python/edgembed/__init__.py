@@ -1,7 +1,14 @@
-"""edgembed: portable, quantized, batch-invariant text embeddings."""
+"""edgembed: portable, quantized, batch-invariant text embeddings.
+
+    from edgembed import Embedder
+    embedder = Embedder.load()                 # all-minilm-l6-v2, int8, CPU or CUDA
+    vectors = embedder.embed(["a sentence", "another"])   # (2, 384) float32, unit length
+"""
 
 from __future__ import annotations
 
+# Batching: `from .batching import AdaptiveBatcher` joins here, with "AdaptiveBatcher" in __all__.
+from .embedder import Embedder
 from .errors import (
     BackendUnavailable,
     BatcherClosed,
@@ -24,6 +31,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    # batching: "AdaptiveBatcher",
     "BackendUnavailable",
     "BatcherClosed",
     "BatcherError",
@@ -31,6 +39,7 @@ __all__ = [
     "ChecksumMismatch",
     "DeadlineExceeded",
     "EdgembedError",
+    "Embedder",
     "EngineError",
     "InputError",
     "InputTooLong",

@@ -281,6 +281,9 @@ def resolve(model: str | os.PathLike[str]) -> tuple[ModelSpec, Path | None]:
         return get_spec(text), None
     if path.exists() or os.sep in text or text.startswith("."):
         return spec_from_hf_dir(path), path
+    cached = model_cache_dir(text.lower()) / "source"
+    if cached.is_dir():  # a local model pulled earlier, now known by its name
+        return spec_from_hf_dir(cached, text.lower()), cached
     return get_spec(text), None
 
 

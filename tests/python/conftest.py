@@ -20,3 +20,27 @@ def hf_model_dir() -> Path:
     from edgembed.sources import pull
 
     return pull("all-minilm-l6-v2").source_dir
+
+
+@pytest.fixture(scope="session")
+def edgembed_home(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) -> Path:
+    """A private EDGEMBED_HOME with all-minilm-l6-v2 pulled and its fp32 and int8 exported.
+
+    Built once per session from ``hf_model_dir`` (a local copy, no download). Tests that load
+    the model by name set ``EDGEMBED_HOME`` to this directory themselves.
+    """
+    home = tmp_path_factory.mktemp("edgembed-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EDGEMBED_HOME", str(home))
+        from edgembed.export import export_model
+        from edgembed.sources import pull
+
+        pull("all-minilm-l6-v2", from_dir=hf_model_dir)
+        export_model("all-minilm-l6-v2", variants="fp32,int8")
+    return home
+
+
+@pytest.fixture(scope="session")
+def exported_model_dir(edgembed_home: Path) -> Path:
+    """The exported all-minilm-l6-v2 directory (edgembed.json, model.fp32/int8.onnx, source/)."""
+    return edgembed_home / "models" / "all-minilm-l6-v2"

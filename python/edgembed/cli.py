@@ -1,0 +1,921 @@
+"""The ``embed`` command line.
+
+``embed TEXT …`` embeds texts (or ``-i FILE``); every other verb is a subcommand kept in one
+registry, so other parts of edgembed add theirs (``embed bundle``, ``embed serve``,
+``embed batch``) without touching the embedding command:
+
+- in-process: ``register_command(Command(name, help, add_arguments, run))``;
+- lazily: one line in ``_LAZY_COMMANDS`` naming a module that defines
+  ``add_arguments(parser)`` and ``run(args) -> int``; it is imported only when its command runs,
+  and listed only where the module is installed.
+
+Errors that edgembed raises on purpose, and mistakes such as a missing file, print
+``Name: message`` on stderr and exit 1; usage errors exit 2; nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import importlib
+import importlib.util
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import __version__
+from .errors import EdgembedError, InputError
+
+if TYPE_CHECKING:
+    from .embedder import Embedder
+
+__all__ = ["Command", "main", "register_command"]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+CHUNK = 512
+PARQUET_HINT = "pip install 'edgembed[parquet]'"
+
+INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
+OUTPUT_FORMATS = ("npy", "jsonl", "parquet")
+_INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
+                   ".pq": "parquet"}
+_OUTPUT_SUFFIXES = {".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                    ".parquet": "parquet", ".pq": "parquet"}
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """One ``embed`` subcommand."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str = ""
+    examples: str = ""
+
+
+_COMMANDS: dict[str, Command] = {}
+
+# Subcommands provided by other modules: name → (module, one-line help).
+_LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "bundle": ("edgembed.export.bundle_cli", "write the C engine's bundle (.emb) for a model"),
+    "serve": ("edgembed.serve.cli", "serve embeddings over HTTP"),
+    "batch": ("edgembed.batching.cli", "run or replay the adaptive batcher"),
+}
+
+
+def register_command(command: Command) -> None:
+    """Add a subcommand (a later registration of the same name replaces the earlier one)."""
+    _COMMANDS[command.name] = command
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def _commands() -> dict[str, Command]:
+    found = dict(_COMMANDS)
+    for name, (module, help_text) in _LAZY_COMMANDS.items():
+        if name not in found and _installed(module):
+            found[name] = Command(name, help_text, _lazy(module, "add_arguments"),
+                                  _lazy(module, "run"))
+    return found
+
+
+def _lazy(module: str, attr: str) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        return getattr(importlib.import_module(module), attr)(*args)
+
+    return call
+
+
+# --- shared pieces -----------------------------------------------------------------------------
+
+
+def _say(args: argparse.Namespace, message: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(f"embed: {message}", file=sys.stderr, flush=True)
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("-m", "--model", default="all-minilm-l6-v2",
+                   help="catalog name, Hugging Face directory or exported model directory "
+                        "(default: %(default)s)")
+    g.add_argument("--variant", choices=("int8", "fp32", "int4", "fp16"),
+                   help="weights to run (default: int8 on CPU, fp16 on CUDA)")
+    g.add_argument("--backend", default="auto", choices=("auto", "onnx", "cuda", "wasm"),
+                   help="auto: CUDA when a GPU is usable, else onnxruntime on the CPU "
+                        "(default: %(default)s)")
+    g.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="CPU threads (default: one per core)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def _load(args: argparse.Namespace) -> Embedder:
+    from .embedder import Embedder
+
+    return Embedder.load(args.model, variant=args.variant, backend=args.backend,
+                         threads=args.threads, progress=lambda m: _say(args, m))
+
+
+def _row_json(row: npt.NDArray[Any]) -> str:
+    return "[" + ",".join(map(str, row.tolist() if row.dtype.kind in "iu" else row)) + "]"
+
+
+# --- input -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Record:
+    text: str
+    id: Any = None
+
+
+class _Input:
+    """Where texts come from: a file or stdin, read lazily, with a position for the bar."""
+
+    def __init__(self, path: str, fmt: str | None) -> None:
+        self.path = path
+        self.name = "<stdin>" if path == "-" else path
+        self.format = fmt or _INPUT_SUFFIXES.get(Path(path).suffix.lower(), "txt")
+        self.total_bytes: int | None = None
+        self.total_rows: int | None = None
+        self.id_type: Any = None  # parquet: the id column's arrow type, kept in the output
+        self._fh: IO[bytes] | None = None
+        if path == "-":
+            self._fh = sys.stdin.buffer
+        else:
+            p = Path(path)
+            if p.is_dir():
+                raise InputError(f"{path} is a directory, not an input file")
+            self._fh = open(p, "rb")  # noqa: SIM115 - closed in close()
+            self.total_bytes = p.stat().st_size or None
+
+    @property
+    def position(self) -> float | None:
+        """Fraction read, when it can be known."""
+        if self.total_bytes and self._fh is not None:
+            with contextlib.suppress(OSError, ValueError):
+                return min(1.0, self._fh.tell() / self.total_bytes)
+        return None
+
+    def close(self) -> None:
+        if self._fh is not None and self.path != "-":
+            self._fh.close()
+
+    def lines(self, errors: str) -> Iterator[tuple[int, str]]:
+        assert self._fh is not None
+        for n, raw in enumerate(self._fh, 1):
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8", errors=errors)
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"{self.name}:{n}: invalid UTF-8 (byte {exc.start + 1} of the line); fix "
+                    "the file or pass --errors replace"
+                ) from None
+            yield n, line
+
+    def records(self, args: argparse.Namespace) -> Iterator[_Record]:
+        if self.format == "txt":
+            for _, line in self.lines(args.errors):
+                yield _Record(line.rstrip("\n").removesuffix("\r"))
+        elif self.format == "jsonl":
+            yield from self._jsonl(args)
+        elif self.format == "csv":
+            yield from self._csv(args)
+        else:
+            yield from self._parquet(args)
+
+    def _jsonl(self, args: argparse.Namespace) -> Iterator[_Record]:
+        field, id_col = args.field or "text", args.id_column
+        for n, line in self.lines(args.errors):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise InputError(f"{self.name}:{n}: not valid JSON ({exc})") from None
+            if isinstance(obj, str) and id_col is None:
+                yield _Record(obj)
+                continue
+            if not isinstance(obj, dict):
+                raise InputError(f"{self.name}:{n}: expected a JSON object with a {field!r} "
+                                 "field")
+            yield _Record(self._text(obj, field, f"{self.name}:{n}", "--field"),
+                          self._id(obj, id_col, f"{self.name}:{n}"))
+
+    def _csv(self, args: argparse.Namespace) -> Iterator[_Record]:
+        column, id_col = args.column or "text", args.id_column
+        lines = (line for _, line in self.lines(args.errors))
+        reader = csv.DictReader(lines)
+        header = reader.fieldnames or []
+        if header and column not in header:
+            raise InputError(f"{self.name}: no column {column!r} (columns: "
+                             f"{', '.join(header)}); choose one with --column")
+        if header and id_col is not None and id_col not in header:
+            raise InputError(f"{self.name}: no id column {id_col!r} (columns: "
+                             f"{', '.join(header)})")
+        for row in reader:
+            text = row.get(column)
+            if text is None:
+                raise InputError(f"{self.name}:{reader.line_num}: the row has no {column!r} "
+                                 "value")
+            yield _Record(text, row.get(id_col) if id_col else None)
+
+    def _parquet(self, args: argparse.Namespace) -> Iterator[_Record]:
+        pq = _pyarrow_parquet("reading parquet")
+        column, id_col = args.column or "text", args.id_column
+        assert self._fh is not None
+        source: Any = self._fh if self.path != "-" else io.BytesIO(self._fh.read())
+        try:
+            pf = pq.ParquetFile(source)
+        except Exception as exc:  # pyarrow raises ArrowInvalid and friends
+            raise InputError(f"{self.name} is not a readable parquet file ({exc})") from None
+        names = list(pf.schema_arrow.names)
+        for col in (column, id_col):
+            if col is not None and col not in names:
+                raise InputError(f"{self.name}: no column {col!r} (columns: "
+                                 f"{', '.join(names)}); choose one with --column")
+        if id_col is not None:
+            self.id_type = pf.schema_arrow.field(id_col).type
+        self.total_rows = int(pf.metadata.num_rows)
+        self.total_bytes = None
+        cols = [column] if id_col is None else [column, id_col]
+        row = 0
+        for batch in pf.iter_batches(batch_size=CHUNK, columns=cols):
+            data = batch.to_pydict()
+            ids = data[id_col] if id_col is not None else [None] * batch.num_rows
+            for text, rid in zip(data[column], ids, strict=True):
+                if not isinstance(text, str):
+                    raise InputError(f"{self.name}: row {row}: {column!r} is "
+                                     f"{type(text).__name__}, not a string")
+                row += 1
+                yield _Record(text, rid)
+
+    @staticmethod
+    def _text(obj: dict[str, Any], field: str, where: str, option: str) -> str:
+        if field not in obj:
+            raise InputError(f"{where}: no field {field!r} (fields: {', '.join(map(str, obj))}); "
+                             f"choose one with {option}")
+        value = obj[field]
+        if not isinstance(value, str):
+            raise InputError(f"{where}: field {field!r} is {type(value).__name__}, not a string")
+        return value
+
+    @staticmethod
+    def _id(obj: dict[str, Any], id_col: str | None, where: str) -> Any:
+        if id_col is None:
+            return None
+        if id_col not in obj:
+            raise InputError(f"{where}: no id field {id_col!r}")
+        return obj[id_col]
+
+
+def _pyarrow_parquet(what: str) -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError(f"{what} needs pyarrow: {PARQUET_HINT}") from None
+    return pq
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+class _Output:
+    """Where vectors go. A file is written under a temporary name beside it and renamed into
+    place at the end, so it is checked for writability before any work and never left half
+    written."""
+
+    def __init__(self, path: str | None, fmt: str | None, with_ids: bool) -> None:
+        self.path = path
+        self.with_ids = with_ids
+        self.id_type: Any = None  # set from a parquet input; otherwise ids are strings
+        if path not in (None, "-") and Path(path).is_dir():
+            raise InputError(f"{path} is a directory; give a file name for -o")
+        if path is None:
+            self.format = "lines"
+        elif fmt:
+            self.format = fmt
+        elif path == "-":
+            self.format = "jsonl"
+        else:
+            suffix = Path(path).suffix.lower()
+            if suffix not in _OUTPUT_SUFFIXES:
+                raise InputError(f"cannot tell the output format of {path!r}: use a .npy, "
+                                 ".jsonl or .parquet name, or --output-format")
+            self.format = _OUTPUT_SUFFIXES[suffix]
+        if self.format == "parquet":
+            self._pa = _pyarrow_parquet("writing parquet")
+        self._tmp: Path | None = None
+        self._file: IO[bytes] | None = None
+        self._rows = 0
+        self._shape_dtype: tuple[int, np.dtype[Any]] | None = None
+        self._buffer: list[npt.NDArray[Any]] = []
+        self._ids: list[Any] = []
+        self._writer: Any = None
+        if path not in (None, "-"):
+            target = Path(path)
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                           dir=target.parent)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot write there ({exc.strerror})", path) from None
+            self._tmp = Path(tmp)
+            self._file = os.fdopen(fd, "wb")
+            if self.format == "npy":
+                self._file.write(b"\0" * _NPY_HEADER)  # the header is written at the end
+
+    @property
+    def _fh(self) -> IO[bytes]:
+        if self._file is not None:
+            return self._file
+        sys.stdout.flush()
+        return sys.stdout.buffer
+
+    def write(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> None:
+        if self._shape_dtype is None:
+            self._shape_dtype = (int(vectors.shape[1]), vectors.dtype)
+        if self.format == "lines":
+            self._fh.write("".join(_row_json(r) + "\n" for r in vectors).encode())
+            self._fh.flush()
+        elif self.format == "jsonl":
+            out = []
+            for r, rid in zip(vectors, ids, strict=True):
+                head = f'{{"id": {json.dumps(rid, default=str)}, ' if self.with_ids else "{"
+                out.append(f'{head}"embedding": {_row_json(r)}}}\n')
+            self._fh.write("".join(out).encode())
+        elif self.format == "npy":
+            if self._tmp is None:  # stdout cannot seek back to the header: keep rows
+                self._buffer.append(vectors)
+            else:
+                self._fh.write(np.ascontiguousarray(vectors).tobytes())
+        else:
+            self._write_parquet(vectors, ids)
+        self._rows += len(vectors)
+
+    def _table(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> Any:
+        import pyarrow as pa
+
+        dim = int(vectors.shape[1])
+        flat = pa.array(np.ascontiguousarray(vectors).reshape(-1))
+        columns = {"embedding": pa.FixedSizeListArray.from_arrays(flat, dim)}
+        if self.with_ids:
+            values = list(ids) if self.id_type is not None else [_id_text(i) for i in ids]
+            columns = {"id": pa.array(values, type=self.id_type or pa.string()), **columns}
+        return pa.table(columns)
+
+    def _write_parquet(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> None:
+        table = self._table(vectors, ids)
+        if self._writer is None:
+            sink: Any = str(self._tmp) if self._tmp is not None else io.BytesIO()
+            self._sink = sink
+            self._writer = self._pa.ParquetWriter(sink, table.schema)
+        self._writer.write_table(table)
+
+    def finish(self, dim: int, dtype: np.dtype[Any]) -> None:
+        """Complete the output (an empty input still gives a valid, empty file)."""
+        dim, dtype = self._shape_dtype or (dim, dtype)
+        if self.format == "parquet":
+            if self._writer is None:
+                self._write_parquet(np.zeros((0, dim), dtype), [])
+            self._writer.close()
+            if self._tmp is None:
+                sys.stdout.buffer.write(self._sink.getvalue())
+        elif self.format == "npy":
+            header = _npy_header(dtype, (self._rows, dim))
+            if self._tmp is None:
+                rows = (np.concatenate(self._buffer) if self._buffer
+                        else np.zeros((0, dim), dtype))
+                sys.stdout.buffer.write(header + np.ascontiguousarray(rows).tobytes())
+            else:
+                self._fh.seek(0)
+                self._fh.write(header)
+        self._fh.flush()
+        if self._tmp is not None:
+            self._fh.close()
+            assert self.path is not None
+            os.replace(self._tmp, self.path)
+            self._tmp = None
+
+    def abort(self) -> None:
+        if self._writer is not None and self._tmp is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        if self._tmp is not None:
+            self._fh.close()
+            self._tmp.unlink(missing_ok=True)
+            self._tmp = None
+
+
+def _id_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, default=str)
+
+
+_NPY_HEADER = 128  # bytes reserved for the .npy header: magic, version, length, dict
+
+
+def _npy_header(dtype: np.dtype[Any], shape: tuple[int, int]) -> bytes:
+    """A version 1.0 .npy header padded to exactly _NPY_HEADER bytes."""
+    text = (f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, "
+            f"'shape': {shape!r}, }}")
+    body = text.ljust(_NPY_HEADER - 10 - 1) + "\n"
+    head = b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body.encode("latin1")
+    assert len(head) == _NPY_HEADER
+    return head
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+class _Bar:
+    """A one-line progress bar on stderr: texts, texts/s and ETA. Silent unless enabled."""
+
+    def __init__(self, enabled: bool, source: _Input) -> None:
+        self.enabled = enabled
+        self.source = source
+        self.start = time.monotonic()
+        self.last = 0.0
+        self.done = 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.2:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        frac = self.source.position
+        if self.source.total_rows:
+            frac = self.done / self.source.total_rows
+        line = f"\r{self.done:,} texts  {rate:,.1f} texts/s"
+        if frac and frac > 0:
+            eta = elapsed * (1 - frac) / frac
+            filled = int(frac * 20)
+            line += f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}  ETA {_hms(eta)}"
+        sys.stderr.write(line.ljust(79))
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.last:
+            sys.stderr.write("\r" + " " * 79 + "\r")
+            sys.stderr.flush()
+
+
+def _hms(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
+        f"{s // 60}:{s % 60:02d}"
+
+
+# --- the embed command -------------------------------------------------------------------------
+
+_EMBED_EXAMPLES = """\
+examples:
+  embed "The quick brown fox" "A fast auburn fox"     one JSON array per line
+  embed -i notes.txt -o notes.npy                     a text per line → (n, 384) float32
+  embed -i docs.jsonl --field body --id-column id -o vectors.parquet
+  cat questions.txt | embed -i - --query --precision int8 -o - > vectors.jsonl
+  embed --dimensions 128 --model ./my-model "hello"   Matryoshka-truncated, renormalized
+  embed similarity "a cat" "a kitten"                 cosine similarity
+  embed models | pull NAME | export NAME | info NAME  manage models
+
+A text equal to a command's name needs `--` first: embed -- models
+"""
+
+
+def _embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="embed",
+        description="Embed texts with edgembed. Texts come from the arguments or -i FILE; "
+                    "vectors go to stdout (one JSON array per line) or -o FILE.",
+        epilog=_EMBED_EXAMPLES + "\ncommands:\n" + "\n".join(
+            f"  {c.name:<12}{c.help}" for c in commands.values())
+               + "\n\n`embed COMMAND --help` tells more.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=_version_text())
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed")
+    io_g = p.add_argument_group("input and output")
+    io_g.add_argument("-i", "--input", metavar="FILE",
+                      help="read texts from FILE (.txt a text per line, .jsonl, .csv, "
+                           ".parquet; - for stdin)")
+    io_g.add_argument("-o", "--output", metavar="FILE",
+                      help="write vectors to FILE (.npy, .jsonl, .parquet; - for stdout)")
+    io_g.add_argument("--input-format", choices=INPUT_FORMATS,
+                      help="override the format the input's name implies (stdin: txt)")
+    io_g.add_argument("--output-format", choices=OUTPUT_FORMATS,
+                      help="override the format the output's name implies (stdout: jsonl)")
+    io_g.add_argument("--field", help="jsonl: the field holding the text (default: text)")
+    io_g.add_argument("--column", help="csv/parquet: the column holding the text "
+                                       "(default: text)")
+    io_g.add_argument("--id-column", metavar="NAME",
+                      help="jsonl/csv/parquet: a field copied into .jsonl/.parquet output")
+    io_g.add_argument("--errors", choices=("strict", "replace"), default="strict",
+                      help="invalid UTF-8 in the input: stop with the line number (strict, "
+                           "default) or replace it with U+FFFD")
+    v = p.add_argument_group("vectors")
+    v.add_argument("--dimensions", type=_positive_int, metavar="N",
+                   help="keep the first N dimensions and renormalize (Matryoshka)")
+    v.add_argument("--precision", default="float32",
+                   choices=("float32", "int8", "uint8", "binary", "ubinary"),
+                   help="output precision (default: %(default)s; see docs/python.md)")
+    prefix = v.add_mutually_exclusive_group()
+    prefix.add_argument("--query", action="store_true",
+                        help="texts are queries: apply the model's query prefix")
+    prefix.add_argument("--document", action="store_true",
+                        help="texts are documents: apply the model's document prefix")
+    v.add_argument("--no-normalize", action="store_true", help="skip L2 normalization")
+    v.add_argument("--no-truncate", action="store_true",
+                   help="a text over the model's max length is an error, not cut")
+    v.add_argument("--batch-tokens", type=_positive_int, metavar="N",
+                   help="padded tokens per encoder call (default: per backend)")
+    _add_model_options(p)
+    return p
+
+
+def _run_embed(args: argparse.Namespace) -> int:
+    from .embedder import output_layout
+
+    if args.input is None and not args.texts:
+        raise _Usage("give texts to embed or -i FILE (see embed --help)")
+    if args.input is not None and args.texts:
+        raise _Usage("give texts as arguments or -i FILE, not both")
+    for opt, fmts in (("field", ("jsonl",)), ("column", ("csv", "parquet"))):
+        if getattr(args, opt) and args.input is None:
+            raise _Usage(f"--{opt} applies to -i FILE ({'/'.join(fmts)})")
+    source = _Input(args.input, args.input_format) if args.input is not None else None
+    with_ids = args.id_column is not None
+    try:
+        output = _Output(args.output, args.output_format, with_ids)
+    except BaseException:
+        if source is not None:
+            source.close()
+        raise
+    bar: _Bar | None = None
+    try:
+        embedder = _load(args)
+        embedder.embed([], dimensions=args.dimensions, precision=args.precision,
+                       max_batch_tokens=args.batch_tokens)  # bad options fail before any work
+        prefix = None
+        if args.query:
+            prefix = embedder.manifest.query_prefix
+        elif args.document:
+            prefix = embedder.manifest.document_prefix
+        records: Iterable[_Record] = (
+            source.records(args) if source is not None else (_Record(t) for t in args.texts))
+        if source is not None:
+            bar = _Bar(_show_bar(args), source)
+        truncated = total = 0
+        for chunk in _chunks(records, CHUNK):
+            vectors, cut = embedder._embed_counted(
+                [r.text for r in chunk], start=total, normalize=not args.no_normalize,
+                prefix=prefix, truncate=not args.no_truncate, dimensions=args.dimensions,
+                precision=args.precision, max_batch_tokens=args.batch_tokens)
+            if source is not None:
+                output.id_type = source.id_type
+            output.write(vectors, [r.id for r in chunk])
+            truncated += cut
+            total += len(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
+        if bar is not None:
+            bar.close()
+        output.finish(*output_layout(args.dimensions or embedder.dim, args.precision))
+        if truncated:
+            _say(args, f"{truncated} of {total} texts were longer than {embedder.max_length} "
+                       "tokens and were truncated (--no-truncate makes that an error)")
+        return 0
+    except BaseException:
+        if bar is not None:
+            bar.close()
+        output.abort()
+        raise
+    finally:
+        if source is not None:
+            source.close()
+
+
+def _show_bar(args: argparse.Namespace) -> bool:
+    if args.quiet or not sys.stderr.isatty():
+        return False
+    to_stdout = args.output in (None, "-")
+    return not to_stdout or sys.stdout.isatty()
+
+
+def _chunks(items: Iterable[_Record], size: int) -> Iterator[list[_Record]]:
+    chunk: list[_Record] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _Usage(Exception):
+    """A command-line usage error: exit 2 with the parser's usage line."""
+
+
+# --- subcommands -------------------------------------------------------------------------------
+
+
+def _models_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from .catalog import catalog
+    from .manifest import MANIFEST_NAME, Manifest
+    from .sources import home
+
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    models_dir = home() / "models"
+
+    def exported(name: str) -> list[str]:
+        d = models_dir / name
+        if (d / MANIFEST_NAME).is_file():
+            with contextlib.suppress(EdgembedError):
+                return sorted(Manifest.load(d).variants)
+        return []
+
+    for spec in catalog().values():
+        seen.add(spec.name)
+        rows.append({"name": spec.name, "in_catalog": True, "dim": spec.dim,
+                     "max_length": spec.max_seq_length,
+                     "pulled": (models_dir / spec.name / "source").is_dir(),
+                     "exported": exported(spec.name), "description": spec.description})
+    if models_dir.is_dir():
+        for d in sorted(models_dir.iterdir()):
+            if d.name in seen or not d.is_dir() or d.name.startswith("."):
+                continue
+            dim = max_length = None
+            if (d / MANIFEST_NAME).is_file():
+                with contextlib.suppress(EdgembedError):
+                    m = Manifest.load(d)
+                    dim, max_length = m.dim, m.max_length
+            rows.append({"name": d.name, "in_catalog": False, "dim": dim,
+                         "max_length": max_length, "pulled": (d / "source").is_dir(),
+                         "exported": exported(d.name), "description": "local model"})
+    if args.json:
+        print(json.dumps({"cache": str(models_dir), "models": rows}, indent=2))
+        return 0
+    print(f"{'NAME':<24} {'DIM':>5} {'MAX LEN':>7}  {'PULLED':<6}  {'EXPORTED':<22} DESCRIPTION")
+    for r in rows:
+        print(f"{r['name']:<24} {r['dim'] or '?':>5} {r['max_length'] or '?':>7}  "
+              f"{'yes' if r['pulled'] else 'no':<6}  {', '.join(r['exported']) or '-':<22} "
+              f"{r['description']}")
+    print(f"\ncache: {models_dir}")
+    return 0
+
+
+def _pull_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="NAME|PATH", help="catalog name or Hugging Face directory")
+    p.add_argument("--from", dest="from_dir", metavar="DIR",
+                   help="take a catalog model's files from DIR instead of downloading them")
+    p.add_argument("--force", action="store_true", help="fetch again even if cached")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the directory")
+
+
+def _run_pull(args: argparse.Namespace) -> int:
+    from .sources import pull
+
+    pulled = pull(args.model, from_dir=args.from_dir, force=args.force)
+    if args.quiet:
+        print(pulled.dir)
+    elif pulled.source == "cache":
+        print(f"{pulled.spec.name}: already in the cache at {pulled.dir}")
+    else:
+        print(f"{pulled.spec.name}: pulled from {pulled.source} into {pulled.dir}")
+    return 0
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="NAME|PATH", help="catalog name or Hugging Face directory")
+    p.add_argument("--variants", default="fp32,int8",
+                   help="comma-separated, from fp32, int8, int4, fp16 (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="rebuild variants already exported")
+    p.add_argument("--threads", type=_positive_int, metavar="N",
+                   help="CPU threads for measuring quality")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from .export import export_model, parse_variants
+
+    wanted = [v.value for v in parse_variants(args.variants)]
+    manifest, model_dir = export_model(args.model, variants=wanted, force=args.force,
+                                       threads=args.threads, progress=lambda m: _say(args, m))
+    if args.json:
+        print(json.dumps({**manifest.to_json(), "model_dir": str(model_dir)}, indent=2,
+                         ensure_ascii=False))
+        return 0
+    print(f"{manifest.name} → {model_dir}")
+    print(_quality_table(manifest, wanted))
+    return 0
+
+
+def _quality_table(manifest: Any, only: Sequence[str] | None = None) -> str:
+    lines = ["quality against the fp32 export on the calibration corpus "
+             f"({_n_texts(manifest)} texts):",
+             f"  {'variant':<8} {'size':>9}  {'min cos':>9} {'mean cos':>9} "
+             f"{'alone vs batch':>15}  description"]
+    for name, entry in manifest.variants.items():
+        if only is not None and name not in only:
+            continue
+        q = entry.quality
+        cells = (f"{q.min_cosine:>9.6f} {q.mean_cosine:>9.6f} {q.alone_vs_batch_min_cosine:>15.7f}"
+                 if q else f"{'-':>9} {'-':>9} {'-':>15}")
+        lines.append(f"  {name:<8} {entry.size / 1e6:>7.1f}MB  {cells}  {entry.description}")
+    return "\n".join(lines)
+
+
+def _n_texts(manifest: Any) -> int | str:
+    for entry in manifest.variants.values():
+        if entry.quality:
+            return int(entry.quality.n_texts)
+    return "?"
+
+
+def _info_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="NAME|PATH", help="catalog name or model directory")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+
+
+def _model_dir_of(model: str) -> Path:
+    from .manifest import MANIFEST_NAME
+    from .sources import model_cache_dir, resolve
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if path.name == "source" and (path.parent / MANIFEST_NAME).is_file():
+            return path.parent
+        if (path / MANIFEST_NAME).is_file():
+            return path
+    spec, _ = resolve(model)
+    return model_cache_dir(spec.name)
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    from .manifest import Manifest
+
+    model_dir = _model_dir_of(args.model)
+    manifest = Manifest.load(model_dir)
+    if args.json:
+        print(json.dumps({**manifest.to_json(), "model_dir": str(model_dir)}, indent=2,
+                         ensure_ascii=False))
+        return 0
+    m = manifest
+    print(f"name:        {m.name}")
+    print(f"model dir:   {model_dir}")
+    print(f"dimension:   {m.dim}")
+    print(f"max length:  {m.max_length} tokens")
+    print(f"pooling:     {m.pooling}{', L2-normalized' if m.normalize else ''}")
+    print(f"prefixes:    query {m.query_prefix!r}, document {m.document_prefix!r}")
+    print(f"licence:     {m.license or '?'}")
+    print(f"source:      {m.source}")
+    print(f"default:     {m.default_variant}")
+    print(_quality_table(m))
+    for name, bundle in m.bundles.items():
+        print(f"bundle:      {name}: {bundle.get('file', bundle)}")
+    return 0
+
+
+def _similarity_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("first", metavar="TEXT", help="the text to compare against")
+    p.add_argument("others", nargs="+", metavar="OTHER", help="one or more texts")
+    _add_model_options(p)
+
+
+def _run_similarity(args: argparse.Namespace) -> int:
+    embedder = _load(args)
+    vectors = embedder.embed([args.first, *args.others])
+    for value in vectors[1:] @ vectors[0]:
+        print(f"{float(value):.6f}")
+    return 0
+
+
+def _version_text() -> str:
+    try:
+        import onnxruntime
+
+        ort = f", onnxruntime {onnxruntime.__version__}"
+    except ImportError:  # pragma: no cover - a core dependency
+        ort = ""
+    return f"embed (edgembed) {__version__}{ort}"
+
+
+for _command in (
+    Command("models", "list catalog and cached models", _models_args, _run_models,
+            examples="  embed models\n  embed models --json"),
+    Command("pull", "fetch a model's files into the cache", _pull_args, _run_pull,
+            examples="  embed pull all-minilm-l6-v2\n  embed pull ./my-model\n"
+                     "  embed pull all-minilm-l6-v2 --from ~/Downloads/all-MiniLM-L6-v2"),
+    Command("export", "export ONNX variants and print their quality", _export_args,
+            _run_export,
+            examples="  embed export all-minilm-l6-v2\n"
+                     "  embed export all-minilm-l6-v2 --variants fp32,int8,int4,fp16 --force"),
+    Command("info", "show a model's manifest and directory", _info_args, _run_info,
+            examples="  embed info all-minilm-l6-v2\n  embed info all-minilm-l6-v2 --json"),
+    Command("similarity", "cosine similarity of a text with others", _similarity_args,
+            _run_similarity,
+            examples='  embed similarity "a cat sat" "a kitten sat" "stock prices fell"'),
+):
+    register_command(_command)
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``embed`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    commands = _commands()
+    if args_list and args_list[0] in commands:
+        command = commands[args_list[0]]
+        parser = argparse.ArgumentParser(
+            prog=f"embed {command.name}", description=command.description or command.help,
+            epilog=("examples:\n" + command.examples) if command.examples else None,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.add_arguments(parser)
+        run = command.run
+        rest = args_list[1:]
+    else:
+        parser = _embed_parser(commands)
+        run = _run_embed
+        rest = args_list
+    try:
+        args = parser.parse_args(rest)
+        try:
+            return run(args)
+        except _Usage as exc:
+            parser.error(str(exc))
+    except SystemExit as exc:  # --help, --version and usage errors: argparse's own exit
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except (EdgembedError, ImportError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError):
+            _silence_stdout()
+            return EXIT_BROKEN_PIPE
+        print(f"{type(exc).__name__}: {_message(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR  # pragma: no cover - parser.error exits
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe (``embed … | head``), keep Python from complaining at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
