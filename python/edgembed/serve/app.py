@@ -1,0 +1,497 @@
+"""The ASGI app: routes, error handlers, the OpenAPI document, and the batcher's lifetime.
+
+    request ─► CORS ─► metrics ─► auth (401) ─► body limit (413) ─► schema (400/422)
+            ─► limits (413) ─► token counts (truncate=false: 413) ─► adaptive batcher (429)
+            ─► model (raw vectors) ─► per-request dimensions + normalization ─► JSON
+
+One :class:`~edgembed.batching.AdaptiveBatcher` serves every route, so OpenAI and TEI clients
+share batches. It starts with the app (ASGI lifespan) and is drained when the app stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+try:
+    from fastapi import FastAPI, Header, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.responses import JSONResponse, PlainTextResponse, Response
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        f"the HTTP server needs FastAPI and uvicorn ({exc}); "
+        "install them with: pip install 'edgembed[serve]'"
+    ) from None
+
+import numpy as np
+
+from .. import __version__
+from ..batching import AdaptiveBatcher
+from ..errors import BackendUnavailable, DeadlineExceeded, EdgembedError, ModelNotFound
+from .auth import PUBLIC_PATHS, AuthMiddleware, KeyChecker
+from .errors import InvalidJSON, NotJSON, error_body, family_of, render_error, status_error
+from .limits import BodyLimitMiddleware, check_inputs
+from .metrics import CONTENT_TYPE, HttpMetrics, MetricsMiddleware
+from .model import FloatArray, ServedModel, encode_base64
+from .schemas import (
+    EmbeddingRequest,
+    EmbeddingResponse,
+    EmbedRequest,
+    EmbedResponse,
+    Health,
+    ModelList,
+    ModelObject,
+    OpenAIErrorResponse,
+    Readiness,
+    TEIErrorResponse,
+)
+from .settings import ServeSettings
+
+__all__ = ["DEADLINE_HEADER", "PRIORITY_HEADER", "ServerState", "create_app"]
+
+_log = logging.getLogger("edgembed.serve")
+
+PRIORITY_HEADER = "X-Edgembed-Priority"
+DEADLINE_HEADER = "X-Edgembed-Deadline-Ms"
+MAX_DEADLINE_MS = 3_600_000.0
+# Requests with fewer characters than this count their tokens on the event loop; larger ones
+# in a worker thread, so a long request never stalls the others. Likewise for rendering
+# responses with more values than INLINE_VALUES.
+INLINE_CHARS = 4096
+INLINE_VALUES = 16384
+
+Priority = Annotated[
+    Literal["interactive", "bulk"] | None,
+    Header(
+        alias=PRIORITY_HEADER,
+        description="Batching lane. `interactive` (default) is served first and held to the "
+                    "latency target; `bulk` waits for a 10x longer target and fills batches.",
+    ),
+]
+Deadline = Annotated[
+    float | None,
+    Header(
+        alias=DEADLINE_HEADER, gt=0, le=MAX_DEADLINE_MS, allow_inf_nan=False,
+        description="Milliseconds from arrival within which the request must be answered; one "
+                    "that cannot be met is refused at once, or dropped before computing, "
+                    "with 504.",
+    ),
+]
+
+
+@dataclass
+class ServerState:
+    """What the routes share: the model, the settings, the batcher, readiness, metrics."""
+
+    model: ServedModel
+    settings: ServeSettings
+    metrics: HttpMetrics
+    names: frozenset[str]
+    created: int = field(default_factory=lambda: int(time.time()))
+    batcher: AdaptiveBatcher | None = None
+    draining: bool = False
+
+    @property
+    def status(self) -> Literal["ready", "starting", "draining"]:
+        if self.draining or (self.batcher is not None and self.batcher.closed):
+            return "draining"
+        return "ready" if self.batcher is not None else "starting"
+
+    def begin_drain(self) -> None:
+        """Called on SIGTERM: /ready answers 503 while the last requests finish."""
+        self.draining = True
+
+
+Responses = dict[int | str, dict[str, Any]]
+
+
+def _openai_errors(*statuses: int) -> Responses:
+    return {s: {"model": OpenAIErrorResponse, "description": _DESCRIPTIONS[s]} for s in statuses}
+
+
+def _tei_errors(*statuses: int) -> Responses:
+    return {s: {"model": TEIErrorResponse, "description": _DESCRIPTIONS[s]} for s in statuses}
+
+
+_DESCRIPTIONS = {
+    400: "The body is not valid JSON.",
+    401: "Missing or unknown API key.",
+    404: "The requested model is not served here.",
+    413: "Over a limit: body size, inputs per request, characters per input, or tokens with "
+         "truncation off. The message names the limit.",
+    415: "The body is not sent as JSON (`Content-Type: application/json`).",
+    422: "The body or a header does not match the schema, or an option is out of range.",
+    429: "The queue is full or the latency target is out of reach; retry after `Retry-After`.",
+    503: "The server is shutting down or its backend is unavailable.",
+    504: "The request's deadline (X-Edgembed-Deadline-Ms) cannot be met.",
+}
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                "schema": {"type": "string"}}}
+_EMBED_STATUSES = (400, 413, 415, 422, 429, 503, 504)
+
+
+def _with_retry_after(responses: Responses) -> Responses:
+    for status in (429, 503):
+        if status in responses:
+            responses[status] = {**responses[status], "headers": _RETRY_AFTER}
+    return responses
+
+
+def create_app(model: ServedModel, settings: ServeSettings | None = None) -> FastAPI:
+    """The ASGI app serving ``model``. Run it with uvicorn (``edgembed.serve.server``)."""
+    settings = settings or ServeSettings()
+    routes = ("/v1/embeddings", "/v1/models", "/v1/models/{model_id}", "/embed", "/",
+              "/health", "/ready", "/metrics", "/openapi.json")
+    metrics = HttpMetrics(routes, {"model": model.name, "variant": model.variant,
+                                   "backend": model.backend, "dim": str(model.dim)})
+    state = ServerState(model=model, settings=settings, metrics=metrics,
+                        names=frozenset({model.name, *settings.served_model_names}))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.batcher = AdaptiveBatcher(
+            model,
+            latency_target_ms=settings.latency_target_ms,
+            bulk_latency_target_ms=settings.bulk_latency_target_ms,
+            percentile=settings.percentile,
+            max_batch_tokens=settings.max_batch_tokens or model.max_batch_tokens,
+            max_queue=settings.max_queue,
+            workers=settings.workers,
+            shed=settings.shed,
+        )
+        try:
+            yield
+        finally:
+            # In-flight requests have finished (uvicorn waits for them); compute what is queued.
+            await state.batcher.aclose(drain=True)
+
+    middleware = [Middleware(MetricsMiddleware, metrics=metrics)]
+    if settings.cors_origins:
+        middleware.insert(0, Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", PRIORITY_HEADER, DEADLINE_HEADER],
+            expose_headers=["Retry-After"],
+            max_age=600,
+        ))
+    if settings.auth_enabled:
+        middleware.append(Middleware(AuthMiddleware, checker=KeyChecker(settings.api_keys)))
+    middleware.append(Middleware(BodyLimitMiddleware, limit=settings.max_body_bytes))
+
+    app = FastAPI(
+        title="edgembed",
+        version=__version__,
+        summary="OpenAI- and TEI-compatible text embeddings on an adaptive batcher.",
+        lifespan=lifespan,
+        middleware=middleware,
+        docs_url=None,
+        redoc_url=None,
+        separate_input_output_schemas=False,
+    )
+    app.state.edgembed = state
+    _install_error_handlers(app)
+    _install_routes(app, state)
+    _install_openapi(app, state)
+    return app
+
+
+# ------------------------------------------ routes ---------------------------------------------
+
+
+def _install_routes(app: FastAPI, state: ServerState) -> None:
+    model, settings, metrics = state.model, state.settings, state.metrics
+
+    async def embed(
+        texts: list[str],
+        *,
+        truncate: bool,
+        normalize: bool,
+        dimensions: int | None,
+        prefix: str,
+        priority: str | None,
+        deadline_ms: float | None,
+        started: float,
+    ) -> tuple[FloatArray, int]:
+        batcher = state.batcher
+        if batcher is None:  # only before the lifespan has started
+            raise BackendUnavailable("the server is still starting; retry in a moment")
+        items = [prefix + t for t in texts] if prefix else texts
+        remaining = None
+        if deadline_ms is not None:
+            remaining = deadline_ms - (time.perf_counter() - started) * 1000.0
+            if remaining <= 0:
+                raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed before the "
+                                       "request could be queued")
+
+        def admit() -> tuple[list[int], Any]:
+            counts = model.tokens(items, truncate=truncate)
+            fut = batcher.submit(items, priority=priority or "interactive", deadline_ms=remaining)
+            return counts, fut
+
+        if sum(len(t) for t in items) < INLINE_CHARS:
+            counts, fut = admit()
+        else:
+            counts, fut = await asyncio.to_thread(admit)
+        raw = np.asarray(await asyncio.wrap_future(fut), dtype=np.float32)
+        vectors = model.finish(raw.reshape(len(items), -1), normalize=normalize,
+                               dimensions=dimensions)
+        tokens = sum(counts)
+        metrics.embedded(len(items), tokens)
+        return vectors, tokens
+
+    openai_post = _with_retry_after(_openai_errors(404, *_EMBED_STATUSES))
+    openai_post[200] = {"model": EmbeddingResponse, "description": "One embedding per input."}
+
+    @app.post("/v1/embeddings", tags=["OpenAI"], summary="Create embeddings (OpenAI API)",
+              response_model=None, responses=openai_post)
+    async def create_embeddings(
+        body: EmbeddingRequest, priority: Priority = None, deadline: Deadline = None
+    ) -> Response:
+        started = time.perf_counter()
+        if body.model is not None and body.model not in state.names:
+            raise ModelNotFound(
+                f"the model {body.model!r} is not served here; this server serves "
+                f"{model.name!r} (see GET /v1/models)"
+            )
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        check_inputs(texts, settings, "input")
+        model.check_dimensions(body.dimensions)
+        vectors, tokens = await embed(
+            texts, truncate=settings.truncate, normalize=True, dimensions=body.dimensions,
+            prefix="", priority=priority, deadline_ms=deadline, started=started,
+        )
+        b64 = body.encoding_format == "base64"
+
+        def render() -> bytes:
+            data = [{"object": "embedding", "index": i,
+                     "embedding": encode_base64(v) if b64 else v.tolist()}
+                    for i, v in enumerate(vectors)]
+            return _dumps({"object": "list", "data": data, "model": model.name,
+                           "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+        return await _json_response(render, vectors.size)
+
+    tei_post = _with_retry_after(_tei_errors(*_EMBED_STATUSES))
+    tei_post[200] = {"model": EmbedResponse, "description": "One vector per input."}
+
+    async def tei_embed(
+        body: EmbedRequest, priority: Priority = None, deadline: Deadline = None
+    ) -> Response:
+        started = time.perf_counter()
+        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+        check_inputs(texts, settings, "inputs")
+        model.check_dimensions(body.dimensions)
+        prefix = model.prefix(body.prompt_name)
+        truncate = settings.truncate if body.truncate is None else body.truncate
+        vectors, _ = await embed(
+            texts, truncate=truncate, normalize=body.normalize, dimensions=body.dimensions,
+            prefix=prefix, priority=priority, deadline_ms=deadline, started=started,
+        )
+        return await _json_response(lambda: _dumps(vectors.tolist()), vectors.size)
+
+    app.post("/embed", tags=["TEI"], summary="Embed texts (Hugging Face TEI API)",
+             response_model=None, responses=tei_post)(tei_embed)
+    app.post("/", tags=["TEI"], summary="Embed texts (TEI and Inference API root route)",
+             response_model=None, responses=tei_post)(tei_embed)
+
+    @app.get("/v1/models", tags=["OpenAI"], summary="List the served model",
+             response_model=ModelList)
+    async def list_models() -> ModelList:
+        return ModelList(data=[ModelObject(id=n, created=state.created)
+                               for n in sorted(state.names, key=lambda n: (n != model.name, n))])
+
+    @app.get("/v1/models/{model_id}", tags=["OpenAI"], summary="Describe the served model",
+             response_model=ModelObject, responses=_openai_errors(404))
+    async def get_model(model_id: str) -> ModelObject:
+        if model_id not in state.names:
+            raise ModelNotFound(f"the model {model_id!r} is not served here; this server serves "
+                                f"{model.name!r}")
+        return ModelObject(id=model_id, created=state.created)
+
+    @app.get("/health", tags=["Probes"], summary="Liveness: the process answers",
+             response_model=Health)
+    async def health() -> Health:
+        return Health()
+
+    @app.get("/ready", tags=["Probes"], summary="Readiness: the model is loaded and serving",
+             response_model=Readiness,
+             responses={503: {"model": Readiness, "description": "Starting or draining."}})
+    async def ready() -> JSONResponse:
+        status = state.status
+        return JSONResponse({"status": status, "model": model.name},
+                            status_code=200 if status == "ready" else 503)
+
+    @app.get("/metrics", tags=["Probes"], summary="Prometheus metrics",
+             response_class=PlainTextResponse,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Text exposition format 0.0.4."}})
+    async def prometheus() -> Response:
+        text = metrics.render()
+        if state.batcher is not None:
+            text += state.batcher.prometheus_text()
+        return Response(text, media_type=CONTENT_TYPE)
+
+
+def _dumps(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+
+
+async def _json_response(render: Callable[[], bytes], n_values: int) -> Response:
+    """A JSON response; large ones are rendered in a worker thread, off the event loop."""
+    body = render() if n_values <= INLINE_VALUES else await asyncio.to_thread(render)
+    return Response(body, media_type="application/json")
+
+
+# ----------------------------------------- errors ----------------------------------------------
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def on_edgembed_error(request: Request, exc: Exception) -> Response:
+        status, headers, body = render_error(request.url.path, exc)
+        if status == 500:
+            _log.error("%s %s: %s: %s", request.method, request.url.path,
+                         type(exc).__name__, exc)
+        return _raw(status, headers, body)
+
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = list(exc.errors())
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return _raw(*render_error(request.url.path, InvalidJSON(
+                "the request body is not valid JSON; send a JSON object with "
+                "'Content-Type: application/json'")))
+        if not _is_json(request) and any(
+                tuple(e.get("loc", ())) == ("body",) for e in errors):
+            return _raw(*render_error(request.url.path, NotJSON(
+                "the request body must be JSON, sent with 'Content-Type: application/json'")))
+        param, message = _describe(errors)
+        row = status_error(422)
+        body = _error_json(request.url.path, row.status, message, param)
+        return _raw(422, [(b"content-type", b"application/json")], body)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                   for k, v in (exc.headers or {}).items()]
+        headers.append((b"content-type", b"application/json"))
+        body = _error_json(request.url.path, exc.status_code, str(exc.detail), None)
+        return _raw(exc.status_code, headers, body)
+
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        _log.exception("unexpected error answering %s %s", request.method, request.url.path)
+        return _raw(*render_error(request.url.path, exc))
+
+    app.add_exception_handler(EdgembedError, on_edgembed_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(HTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+def _is_json(request: Request) -> bool:
+    """Whether the request declares a JSON body."""
+    value = request.headers.get("content-type")
+    if not value:
+        return False
+    kind = value.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/")
+                                          and kind.endswith("+json"))
+
+
+def _describe(errors: list[Any]) -> tuple[str | None, str]:
+    """(param, message) for schema errors: the first error's location, then every message."""
+    parts: list[str] = []
+    param: str | None = None
+    for e in errors[:5]:
+        loc = [str(x) for x in e.get("loc", ()) if x not in ("body", "header")]
+        where = ".".join(loc) or "body"
+        param = param or where
+        parts.append(f"{where}: {e.get('msg', 'invalid')}")
+    more = len(errors) - 5
+    return param, "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _error_json(path: str, status: int, message: str, param: str | None) -> bytes:
+    return json.dumps(error_body(family_of(path), status_error(status), message, param)).encode()
+
+
+def _raw(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Response:
+    response = Response(body, status_code=status)
+    for name, value in headers:
+        if name != b"content-length":
+            response.headers[name.decode("latin-1")] = value.decode("latin-1")
+    return response
+
+
+# ----------------------------------------- OpenAPI ---------------------------------------------
+
+
+def _install_openapi(app: FastAPI, state: ServerState) -> None:
+    """The generated document, plus what only the running configuration knows: the limits,
+    the dimension range, the model's prompts, and the API-key scheme when keys are set."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                              routes=app.routes, separate_input_output_schemas=False)
+            _document_configuration(doc, state)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _document_configuration(doc: dict[str, Any], state: ServerState) -> None:
+    s, model = state.settings, state.model
+    schemas = doc["components"]["schemas"]
+    text = {"type": "string", "maxLength": s.max_input_chars}
+    for name, prop in (("EmbeddingRequest", "input"), ("EmbedRequest", "inputs")):
+        field_doc = schemas[name]["properties"][prop]
+        schemas[name]["properties"][prop] = {
+            "anyOf": [text, {"type": "array", "items": text, "minItems": 1,
+                             "maxItems": s.max_inputs}],
+            "title": field_doc.get("title", prop),
+            "description": f"{field_doc.get('description', '')} At most {s.max_inputs} texts "
+                           f"of at most {s.max_input_chars} characters (else 413).",
+        }
+        dims = schemas[name]["properties"]["dimensions"]
+        for option in dims.get("anyOf", []):
+            if option.get("type") == "integer":
+                option["maximum"] = model.dim
+    for item in doc["paths"].values():
+        for operation in item.values():
+            for param in operation.get("parameters", []):
+                # An HTTP header is present or absent, never null.
+                options = param["schema"].pop("anyOf", None)
+                if param["in"] == "header" and options:
+                    param["schema"].update(next(o for o in options if o.get("type") != "null"))
+    prompts = schemas["EmbedRequest"]["properties"]["prompt_name"]
+    prompts["anyOf"] = [{"type": "string", "enum": sorted(model.prefixes)}, {"type": "null"}] \
+        if model.prefixes else [{"type": "null"}]
+    if s.auth_enabled:
+        doc["components"].setdefault("securitySchemes", {})["bearerAuth"] = {
+            "type": "http", "scheme": "bearer",
+            "description": "An API key given to the server with --api-key or EDGEMBED_API_KEYS.",
+        }
+        for path, item in doc["paths"].items():
+            if path in PUBLIC_PATHS:
+                continue
+            for operation in item.values():
+                operation["security"] = [{"bearerAuth": []}]
+                family = OpenAIErrorResponse if family_of(path) == "openai" else TEIErrorResponse
+                operation["responses"]["401"] = {
+                    "description": _DESCRIPTIONS[401],
+                    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+                    "content": {"application/json": {
+                        "schema": {"$ref": f"#/components/schemas/{family.__name__}"}}},
+                }

@@ -1,0 +1,234 @@
+"""``embed serve``: the argument parser and the entry function.
+
+The ``embed`` CLI finds this module through its lazy command table and calls
+``add_arguments(parser)`` and ``run(args) -> int`` (``run`` is ``run_serve``);
+``add_serve_parser(subparsers)`` does the same for any argparse ``add_subparsers()`` object, and
+``python -m edgembed.serve`` runs the same parser on its own. Nothing here imports the web
+framework until the server starts, so the CLI's help works without the ``serve`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import EdgembedError, InputError
+from .settings import (
+    API_KEYS_ENV,
+    DEFAULT_PORT,
+    ServeSettings,
+    keys_from_env,
+    keys_from_file,
+    parse_duration_ms,
+    parse_size,
+)
+
+__all__ = ["add_arguments", "add_serve_parser", "build_parser", "main", "run", "run_serve",
+           "settings_from_args"]
+
+DESCRIPTION = """\
+Serve embeddings over HTTP: the OpenAI API (POST /v1/embeddings, GET /v1/models), the Hugging
+Face TEI API (POST /embed), /health, /ready, /metrics (Prometheus) and /openapi.json. Every
+request goes through the adaptive batcher, which holds the latency target. See docs/server.md.
+"""
+
+
+def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` that turns InputError into a usage error."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise InputError(f"must be at least 1, not {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise InputError(f"a port is from 0 to 65535, not {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{text!r} is not a number") from None
+    if not 0.0 < value < 1.0:
+        raise InputError(f"must be between 0 and 1, not {value}")
+    return value
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to an ``add_subparsers()`` object; sets ``func=run_serve`` on its args."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve", help="serve embeddings over HTTP (OpenAI and TEI APIs)",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run_serve)
+    return parser
+
+
+def build_parser(prog: str = "embed serve") -> argparse.ArgumentParser:
+    """The ``serve`` parser on its own (``python -m edgembed.serve``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every ``embed serve`` option, on ``p``."""
+    d = ServeSettings()
+    model = p.add_argument_group("model")
+    model.add_argument("-m", "--model", default="all-minilm-l6-v2",
+                       help="catalog name or model directory (default: %(default)s)")
+    model.add_argument("--variant", default=None, choices=("int8", "fp32", "int4", "fp16"),
+                       help="weights to run (default: int8 on CPU, fp16 on CUDA)")
+    model.add_argument("--backend", default="auto", choices=("auto", "cpu", "onnx", "cuda", "wasm"),
+                       help="where the model runs (default: %(default)s: CUDA when usable)")
+    model.add_argument("--threads", type=_arg(_positive_int), default=None,
+                       help="CPU threads per model call (default: one per core)")
+
+    net = p.add_argument_group("network")
+    net.add_argument("--host", default=d.host,
+                     help="address to bind (default: %(default)s, this machine only)")
+    net.add_argument("--port", type=_arg(_port), default=DEFAULT_PORT,
+                     help="port (default: %(default)s; 0 picks a free one)")
+    net.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                     help="allow browser requests from ORIGIN (repeatable; '*' for any). "
+                          "CORS is off by default")
+    net.add_argument("--graceful-timeout", type=_arg(parse_duration_ms), default="30s",
+                     metavar="DURATION",
+                     help="on SIGTERM, how long in-flight requests may take (default: 30s)")
+
+    batch = p.add_argument_group("batching")
+    batch.add_argument("--latency-target", type=_arg(parse_duration_ms), default="50ms",
+                       metavar="DURATION", help="interactive latency target (default: 50ms)")
+    batch.add_argument("--bulk-latency-target", type=_arg(parse_duration_ms), default=None,
+                       metavar="DURATION", help="bulk lane target (default: 10x the above)")
+    batch.add_argument("--percentile", type=_arg(_fraction), default=d.percentile,
+                       help="latency percentile the target applies to (default: %(default)s)")
+    batch.add_argument("--workers", type=_arg(_positive_int), default=d.workers,
+                       help="batches computed at once (threads calling the model; "
+                            "default: %(default)s)")
+    batch.add_argument("--max-batch-tokens", type=_arg(_positive_int), default=None,
+                       help="tokens per batch (default: the backend's budget)")
+    batch.add_argument("--max-queue", type=_arg(_positive_int), default=d.max_queue,
+                       help="requests waiting before 429 (default: %(default)s)")
+    batch.add_argument("--no-shed", dest="shed", action="store_false",
+                       help="queue requests predicted to miss the target instead of 429")
+
+    limits = p.add_argument_group("limits")
+    limits.add_argument("--max-inputs", type=_arg(_positive_int), default=d.max_inputs,
+                        help="texts per request (default: %(default)s)")
+    limits.add_argument("--max-input-chars", type=_arg(_positive_int), default=d.max_input_chars,
+                        help="characters per text (default: %(default)s)")
+    limits.add_argument("--max-body-bytes", type=_arg(parse_size), default="8MiB", metavar="SIZE",
+                        help="request body size (default: 8MiB)")
+    limits.add_argument("--no-truncate", dest="truncate", action="store_false",
+                        help="answer 413 for texts over the model's max length instead of "
+                             "cutting them (TEI requests may still ask for truncate=true)")
+
+    auth = p.add_argument_group("authentication")
+    auth.add_argument("--api-key", action="append", default=[], metavar="KEY",
+                      help=f"accept 'Authorization: Bearer KEY' (repeatable; also "
+                           f"${API_KEYS_ENV}, comma-separated). No key: no authentication")
+    auth.add_argument("--api-key-file", default=None, metavar="PATH",
+                      help="read keys from PATH, one per line (keeps them out of `ps`)")
+    auth.add_argument("--served-model-name", action="append", default=[], metavar="NAME",
+                      help="another name clients may send as 'model' (repeatable)")
+
+    log = p.add_argument_group("logging")
+    log.add_argument("--log-level", default="info",
+                     choices=("critical", "error", "warning", "info", "debug"))
+    log.add_argument("--no-access-log", dest="access_log", action="store_false",
+                     help="do not log one line per request")
+
+
+def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    keys = list(args.api_key)
+    if args.api_key_file:
+        keys += keys_from_file(args.api_key_file)
+    keys += keys_from_env()
+    return ServeSettings(
+        host=args.host,
+        port=args.port,
+        latency_target_ms=args.latency_target,
+        bulk_latency_target_ms=args.bulk_latency_target,
+        percentile=args.percentile,
+        max_batch_tokens=args.max_batch_tokens,
+        max_queue=args.max_queue,
+        workers=args.workers,
+        shed=args.shed,
+        max_inputs=args.max_inputs,
+        max_input_chars=args.max_input_chars,
+        max_body_bytes=args.max_body_bytes,
+        truncate=args.truncate,
+        api_keys=tuple(dict.fromkeys(keys)),
+        cors_origins=tuple(args.cors_origin),
+        served_model_names=tuple(args.served_model_name),
+        graceful_timeout_s=args.graceful_timeout / 1000.0,
+    )
+
+
+def _say(message: str) -> None:
+    print(f"edgembed: {message}", file=sys.stderr, flush=True)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Load the model, bind, serve until SIGTERM/SIGINT. Errors print ``Name: message``, exit 1."""
+    try:
+        settings = settings_from_args(args)
+        from ..embedder import Embedder
+        from .app import create_app
+        from .model import ServedModel
+        from .server import bind_socket, run_server, url_of
+
+        embedder = Embedder.load(args.model, variant=args.variant, backend=args.backend,
+                                 threads=args.threads)
+        app = create_app(ServedModel.from_embedder(embedder), settings)
+        sock = bind_socket(settings.host, settings.port)
+    except (EdgembedError, ImportError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"OSError: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    reason = f", {embedder.backend_reason}" if embedder.backend_reason else ""
+    _say(f"serving {embedder.model_name} ({embedder.variant} on {embedder.backend}{reason}) "
+         f"at {url_of(sock)}; API keys {'required' if settings.auth_enabled else 'off'}")
+    if not settings.loopback and not settings.auth_enabled:
+        _say(f"warning: listening on {settings.host} without API keys; anyone who can reach "
+             "this port can use it (set --api-key or EDGEMBED_API_KEYS)")
+    run_server(app, settings, sock=sock, log_level=args.log_level, access_log=args.access_log)
+    return 0
+
+
+run = run_serve  # the name the embed CLI's command table calls
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser("python -m edgembed.serve").parse_args(argv)
+    return run_serve(args)

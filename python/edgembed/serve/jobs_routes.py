@@ -1,0 +1,333 @@
+"""The OpenAI Batch API on ``embed serve``: ``/v1/files`` and ``/v1/batches``.
+
+::
+
+    POST /v1/files (purpose=batch) ─► JOBS_DIR/files
+    POST /v1/batches ─► store (SQLite) ─► JobWorker ─► AdaptiveBatcher, bulk lane ─► model
+                                             └─► output.jsonl, errors.jsonl
+    GET /v1/batches/{id} ─► output_file_id ─► GET /v1/files/{id}/content
+
+Enabled by ``embed serve --jobs-dir DIR`` (``install_jobs`` on a created app; the options are
+in ``jobs_settings``, which imports no web framework). Each request line
+of a batch is answered as ``POST /v1/embeddings`` would answer it — same validation, limits and
+vectors — but on the batcher's bulk lane, so batches fill idle capacity and never push
+interactive requests past their latency target. Files and batches belong to the API key that
+created them; another key gets 404 for them. The store and the worker are in ``edgembed.jobs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException
+
+from ..errors import BatcherClosed, EdgembedError, InputError, ModelNotFound, Overloaded
+from ..jobs.store import BatchRecord, FileRecord, JobConflict, JobStore
+from ..jobs.worker import Answer, JobWorker
+from .app import ServerState
+from .errors import LimitExceeded, error_body, http_error, status_error
+from .jobs_settings import JobSettings
+from .limits import check_inputs
+from .model import encode_base64
+from .schemas import EmbeddingRequest
+
+__all__ = ["JobService", "JobSettings", "install_jobs"]
+
+ENDPOINT = "/v1/embeddings"
+MULTIPART_SLACK = 64 * 1024  # form boundaries and headers around the file
+_COPY = 1 << 20
+
+PageSize = Annotated[int, Query(ge=1, le=10_000, description="Items per page.")]
+
+
+def install_jobs(app: FastAPI, settings: JobSettings) -> JobService:
+    """Add the job routes to an app made by ``create_app``, and run the worker while it runs.
+
+    The worker starts after the app's own startup (the batcher exists) and stops before the
+    app's shutdown drains the batcher: work it had in flight is not committed and is redone
+    after the restart.
+    """
+    if importlib.util.find_spec("python_multipart") is None:
+        raise ImportError("the job API needs python-multipart to read uploads: "
+                          "pip install 'edgembed[serve]'")
+    state: ServerState = app.state.edgembed
+    service = JobService(state, JobStore(settings.jobs_dir), settings)
+    service.install(app)
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as value:
+            service.worker.start()
+            try:
+                yield value
+            finally:
+                await service.worker.stop()
+                service.store.close()
+
+    app.router.lifespan_context = lifespan
+    app.state.edgembed_jobs = service
+    return service
+
+
+class BatchCreate(BaseModel):
+    """``POST /v1/batches``, as OpenAI's ``client.batches.create`` sends it."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    input_file_id: str = Field(description="A file uploaded with purpose `batch`.")
+    endpoint: str = Field(description="Must be `/v1/embeddings`.")
+    completion_window: str = Field(description="Must be `24h`.")
+    metadata: dict[str, str] | None = Field(default=None, max_length=16,
+                                            description="Up to 16 string pairs, kept as given.")
+
+
+class JobService:
+    """The routes' shared parts: the store, the worker, and how one request is answered."""
+
+    def __init__(self, state: ServerState, store: JobStore, settings: JobSettings) -> None:
+        self.state = state
+        self.store = store
+        self.settings = settings
+        self.worker = JobWorker(store, self.answer, max_requests=settings.max_batch_requests,
+                                group=settings.requests_in_flight)
+
+    # -- one request line ------------------------------------------------------------------------
+
+    async def answer(self, body: dict[str, Any]) -> Answer:
+        """Answer one ``/v1/embeddings`` body as the route would, on the bulk lane.
+
+        Overloaded and BatcherClosed propagate (the worker retries, or stops); every other
+        error becomes the status and body the route would have answered.
+        """
+        state, model = self.state, self.state.model
+        try:
+            try:
+                req = EmbeddingRequest.model_validate(body)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(x) for x in first.get("loc", ())) or "body"
+                return Answer(422, error_body("openai", status_error(422),
+                                              f"{where}: {first.get('msg', 'invalid')}", where))
+            if req.model is not None and req.model not in state.names:
+                raise ModelNotFound(f"the model {req.model!r} is not served here; this server "
+                                    f"serves {model.name!r}")
+            texts = [req.input] if isinstance(req.input, str) else req.input
+            check_inputs(texts, state.settings, "input")
+            model.check_dimensions(req.dimensions)
+            batcher = state.batcher
+            if batcher is None:
+                raise BatcherClosed("the server is not running")
+
+            def admit() -> tuple[list[int], Any]:
+                counts = model.tokens(texts, truncate=state.settings.truncate)
+                return counts, batcher.submit(texts, priority="bulk")
+
+            counts, fut = await asyncio.to_thread(admit)
+            raw = await asyncio.wrap_future(fut)
+        except (Overloaded, BatcherClosed):
+            raise
+        except EdgembedError as exc:
+            row = http_error(exc)
+            return Answer(row.status, error_body("openai", row, str(exc),
+                                                 getattr(exc, "param", None)))
+        import numpy as np
+
+        vectors = model.finish(np.asarray(raw, dtype=np.float32).reshape(len(texts), -1),
+                               normalize=True, dimensions=req.dimensions)
+        b64 = req.encoding_format == "base64"
+        tokens = sum(counts)
+        data = [{"object": "embedding", "index": i,
+                 "embedding": encode_base64(v) if b64 else v.tolist()}
+                for i, v in enumerate(vectors)]
+        state.metrics.embedded(len(texts), tokens)
+        return Answer(200, {"object": "list", "data": data, "model": model.name,
+                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, tokens)
+
+    # -- routes ----------------------------------------------------------------------------------
+
+    def owner(self, request: Request) -> str:
+        """Whose request this is: a digest of its API key ("" when keys are off)."""
+        if not self.state.settings.auth_enabled:
+            return ""
+        token = request.headers.get("authorization", "").strip().partition(" ")[2].strip()
+        return hashlib.sha256(b"edgembed-jobs\0" + token.encode()).hexdigest()[:32]
+
+    def install(self, app: FastAPI) -> None:
+        store = self.store
+        tags: list[str | Enum] = ["Batch jobs"]
+
+        @app.post("/v1/files", tags=tags, summary="Upload a batch input file (JSONL)",
+                  openapi_extra=_UPLOAD_DOC)
+        async def create_file(request: Request) -> JSONResponse:
+            owner = self.owner(request)
+            staged, filename = await self._receive_upload(request)
+            try:
+                record = await asyncio.to_thread(store.add_file, owner, "batch", filename,
+                                                 staged)
+            finally:
+                staged.unlink(missing_ok=True)
+            return JSONResponse(record.to_api())
+
+        @app.get("/v1/files", tags=tags, summary="List your files")
+        async def list_files(request: Request, purpose: str | None = None, limit: PageSize = 20,
+                             after: str | None = None) -> JSONResponse:
+            page, more = store.list_files(self.owner(request), purpose=purpose, limit=limit,
+                                          after=after)
+            return JSONResponse(_page([f.to_api() for f in page], more))
+
+        @app.get("/v1/files/{file_id}", tags=tags, summary="Describe a file")
+        async def get_file(request: Request, file_id: str) -> JSONResponse:
+            return JSONResponse(self._file(request, file_id).to_api())
+
+        @app.get("/v1/files/{file_id}/content", tags=tags,
+                 summary="Download a file (a batch's output or errors)",
+                 response_class=FileResponse)
+        async def file_content(request: Request, file_id: str) -> FileResponse:
+            record = self._file(request, file_id)
+            return FileResponse(store.file_path(record), media_type="application/jsonl",
+                                filename=record.filename)
+
+        @app.delete("/v1/files/{file_id}", tags=tags, summary="Delete a file")
+        async def delete_file(request: Request, file_id: str) -> JSONResponse:
+            try:
+                found = store.delete_file(self.owner(request), file_id)
+            except JobConflict as exc:
+                raise HTTPException(409, str(exc)) from None
+            if not found:
+                raise _not_found("file", file_id)
+            return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+
+        @app.post("/v1/batches", tags=tags, summary="Create a batch of /v1/embeddings requests")
+        async def create_batch(request: Request, body: BatchCreate) -> JSONResponse:
+            owner = self.owner(request)
+            if body.endpoint != ENDPOINT:
+                raise InputError(f"endpoint {body.endpoint!r} is not served here; batches run "
+                                 f"{ENDPOINT} requests")
+            if body.completion_window != "24h":
+                raise InputError("completion_window must be '24h'")
+            record = store.get_file(owner, body.input_file_id)
+            if record is None:
+                raise _not_found("file", body.input_file_id)
+            if record.purpose != "batch":
+                raise InputError(f"file {record.id} has purpose {record.purpose!r}; upload "
+                                 "the input with purpose 'batch'")
+            batch = store.create_batch(owner, record.id, ENDPOINT, "24h",
+                                       self.state.model.name, body.metadata)
+            self.worker.notify()
+            return JSONResponse(batch.to_api())
+
+        @app.get("/v1/batches", tags=tags, summary="List your batches, newest first")
+        async def list_batches(request: Request, limit: PageSize = 20,
+                               after: str | None = None) -> JSONResponse:
+            page, more = store.list_batches(self.owner(request), limit=limit, after=after)
+            return JSONResponse(_page([b.to_api() for b in page], more))
+
+        @app.get("/v1/batches/{batch_id}", tags=tags, summary="Describe a batch")
+        async def get_batch(request: Request, batch_id: str) -> JSONResponse:
+            return JSONResponse(self._batch(request, batch_id).to_api())
+
+        @app.post("/v1/batches/{batch_id}/cancel", tags=tags, summary="Cancel a batch")
+        async def cancel_batch(request: Request, batch_id: str) -> JSONResponse:
+            try:
+                batch = store.request_cancel(self.owner(request), batch_id)
+            except JobConflict as exc:
+                raise HTTPException(409, str(exc)) from None
+            if batch is None:
+                raise _not_found("batch", batch_id)
+            self.worker.notify()
+            return JSONResponse(batch.to_api())
+
+    def _file(self, request: Request, file_id: str) -> FileRecord:
+        record = self.store.get_file(self.owner(request), file_id)
+        if record is None:
+            raise _not_found("file", file_id)
+        return record
+
+    def _batch(self, request: Request, batch_id: str) -> BatchRecord:
+        batch = self.store.get_batch(self.owner(request), batch_id)
+        if batch is None:
+            raise _not_found("batch", batch_id)
+        return batch
+
+    async def _receive_upload(self, request: Request) -> tuple[Path, str]:
+        """Read a multipart upload (``file`` and ``purpose``) into the store's staging area,
+        refusing it (413) as soon as it passes ``max_upload_bytes``."""
+        limit = self.settings.max_upload_bytes
+        too_big = LimitExceeded(f"the file is over the upload limit of {limit} bytes "
+                                "(--max-upload-bytes); split it into several batches", "file")
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit + MULTIPART_SLACK:
+            raise too_big
+        received = 0
+
+        async def receive() -> Any:
+            nonlocal received
+            message = await request.receive()
+            received += len(message.get("body", b""))
+            if received > limit + MULTIPART_SLACK:
+                raise too_big
+            return message
+
+        kind = request.headers.get("content-type", "")
+        if not kind.startswith("multipart/form-data"):
+            raise InputError("upload the file as multipart/form-data with fields 'file' and "
+                             "'purpose' (as the OpenAI clients do)")
+        form = await Request(request.scope, receive).form(max_files=1, max_fields=8)
+        try:
+            purpose, upload = form.get("purpose"), form.get("file")
+            if purpose != "batch":
+                raise InputError(f"purpose must be 'batch' (this server stores batch inputs "
+                                 f"only), not {purpose!r}")
+            if upload is None or isinstance(upload, str):
+                raise InputError("the form has no 'file' part")
+            staged = self.store.upload_path()
+            size = 0
+            with open(staged, "wb") as out:
+                while chunk := await upload.read(_COPY):
+                    size += len(chunk)
+                    if size > limit:
+                        out.close()
+                        staged.unlink(missing_ok=True)
+                        raise too_big
+                    out.write(chunk)
+            return staged, os.path.basename(upload.filename or "input.jsonl")
+        finally:
+            await form.close()
+
+
+def _not_found(kind: str, ident: str) -> HTTPException:
+    return HTTPException(404, f"no {kind} with id {ident!r}")
+
+
+def _page(data: list[dict[str, Any]], more: bool) -> dict[str, Any]:
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": more}
+
+
+_UPLOAD_DOC: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"multipart/form-data": {"schema": {
+            "type": "object",
+            "required": ["file", "purpose"],
+            "properties": {
+                "file": {"type": "string", "format": "binary",
+                         "description": "JSONL: one /v1/embeddings request per line, as "
+                                        "{custom_id, method: POST, url: /v1/embeddings, body}."},
+                "purpose": {"type": "string", "enum": ["batch"]},
+            },
+        }}},
+    },
+}
