@@ -62,6 +62,7 @@ js() {
 
 py() {
   have_venv || setup
+  wasm  # the wheel ships build/wasm/*.wasm as edgembed/_wasm/
   "$PY" -m pip install --quiet --disable-pip-version-check build
   "$PY" -m build --wheel --outdir dist .
 }

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-# Batching: `from .batching import AdaptiveBatcher` joins here, with "AdaptiveBatcher" in __all__.
+from .batching import AdaptiveBatcher
 from .embedder import Embedder
 from .errors import (
     BackendUnavailable,
@@ -31,7 +31,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
-    # batching: "AdaptiveBatcher",
+    "AdaptiveBatcher",
     "BackendUnavailable",
     "BatcherClosed",
     "BatcherError",

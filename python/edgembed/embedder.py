@@ -24,16 +24,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
+try:
+    import numpy as np
+except ImportError:  # Pyodide offline: bundles run on array('f') rows instead (_bundle.py)
+    np = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 from .backends import Backend
 from .errors import BackendUnavailable, InputError, InputTooLong, InvalidModelDir
@@ -67,7 +73,8 @@ ITER_CHUNK = 1024
 _OPTION_NAMES = ("normalize", "dimensions", "precision", "max_batch_tokens")
 
 Progress = Callable[[str], None]
-FloatArray = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    FloatArray = npt.NDArray[np.float32]
 
 
 class Precision(str, Enum):
@@ -121,7 +128,9 @@ def choose_backend(
         raise InputError(f"unknown backend {requested!r}; choose from {', '.join(BACKENDS)}")
     cuda_ok, cuda_why = cuda
     reason = ""
-    if name == "auto":
+    if name == "auto" and sys.platform == "emscripten":
+        name, reason = "wasm", "auto: Pyodide runs the WebAssembly engine"
+    elif name == "auto":
         if cuda_ok and (variant is None or variant in ("fp16", "fp32")):
             name, reason = "cuda", "auto: CUDA is available"
         elif cuda_ok:
@@ -141,6 +150,8 @@ def choose_backend(
 def _cuda_state(requested: str) -> tuple[bool, str]:
     if str(requested).lower() not in ("auto", "cuda"):
         return False, "not requested"
+    if sys.platform == "emscripten":
+        return False, "Pyodide has no CUDA"
     from .backends.onnx import cuda_available
 
     return cuda_available()
@@ -363,7 +374,7 @@ class Embedder:
     @classmethod
     def load(
         cls,
-        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        model: str | os.PathLike[str] | bytes = DEFAULT_MODEL,
         *,
         variant: str | None = None,
         backend: str = "auto",
@@ -373,7 +384,9 @@ class Embedder:
         """Load ``model``, pulling and exporting it first if this machine has not yet.
 
         ``model``: a catalog name (``embed models`` lists them), a Hugging Face model
-        directory, or an exported model directory (one with ``edgembed.json``).
+        directory, or an exported model directory (one with ``edgembed.json``); or an engine
+        bundle — a path to a .emb file, or its bytes — which runs on backend ``wasm`` (in
+        Pyodide everything does: see docs/pyodide.md).
         ``variant``: ``int8`` (default on CPU), ``fp32``, ``int4`` or ``fp16`` (default on
         CUDA). ``backend``: ``auto`` (CUDA when a GPU and onnxruntime-gpu are present, else
         CPU), ``onnx`` (onnxruntime on the CPU), ``cuda`` or ``wasm``. ``threads``: the
@@ -382,6 +395,18 @@ class Embedder:
         """
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive integer, not {threads!r}")
+        from ._bundle import embedder_from_bundle, is_bundle_source
+
+        if (isinstance(model, (bytes, bytearray, memoryview)) or is_bundle_source(model)
+                or sys.platform == "emscripten"):
+            # an engine bundle (.emb, or its bytes), and everything in Pyodide: the wasm engine
+            if str(backend).lower() not in ("auto", "wasm"):
+                raise BackendUnavailable(
+                    f"backend {backend!r} cannot run an engine bundle or in Pyodide; use "
+                    "backend='wasm'")
+            if variant not in (None, "int8"):
+                raise InputError(f"engine bundles are int8, not {variant!r}")
+            return embedder_from_bundle(model)
         choice = choose_backend(backend, variant, cuda=_cuda_state(backend))
         model_dir, manifest = _prepare_model(model, choice.variant, progress)
         try:
@@ -474,7 +499,8 @@ class Embedder:
         max_batch_tokens: int | None = None,
     ) -> npt.NDArray[Any]:
         """Embed ``texts`` (a string counts as one text): an array of shape (n, dims), rows in
-        input order.
+        input order. Without numpy (Pyodide), a list of n rows instead: ``array('f')``, or
+        ``array('b')`` for int8/binary and ``array('B')`` for uint8/ubinary precisions.
 
         ``prefix`` is prepended to every text. ``truncate=False`` raises InputTooLong for a
         text over ``max_length`` tokens instead of cutting it. ``dimensions`` keeps the first

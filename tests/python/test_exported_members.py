@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import edgembed
 
-# The batcher adds "AdaptiveBatcher" here when edgembed.batching exports it.
 PUBLIC = {
+    "AdaptiveBatcher",
     "BackendUnavailable",
     "BatcherClosed",
     "BatcherError",

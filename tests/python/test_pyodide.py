@@ -13,6 +13,7 @@ Needs node and npm (``npm ci`` in tests/pyodide) and a package registry for the 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "tests" / "pyodide"
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
 WASM = REPO / "build" / "wasm"
+PURE = {"EDGEMBED_WHEEL": "pure"}  # the py3-none-any wheel, without the native library
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +38,10 @@ if shutil.which("node") is None or shutil.which("npm") is None:  # pragma: no co
     pytest.skip("node and npm are needed to run Pyodide", allow_module_level=True)
 
 
-def _run(cmd: list[str], cwd: Path = REPO, timeout: float = 300) -> str:
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+def _run(cmd: list[str], cwd: Path = REPO, timeout: float = 300,
+         env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
     if done.returncode != 0:
         log = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         raise AssertionError(f"{' '.join(cmd)} failed:\n{log}")
@@ -60,9 +64,11 @@ def _build_wheel(out: Path) -> Path:
     try:
         import hatchling  # noqa: F401
 
-        _run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(out)])
+        _run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(out)],
+             env=PURE)
     except ImportError:
-        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)])
+        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+             env=PURE)
     (wheel,) = out.glob("edgembed-*.whl")
     return wheel
 

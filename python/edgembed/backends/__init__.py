@@ -8,10 +8,11 @@ tokenizes, sorts by length, cuts token-budget batches, normalizes and restores o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy is optional in Pyodide, where the wasm backend returns array('f') rows
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["Backend"]
 

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import itertools
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -76,6 +77,14 @@ class AdaptiveBatcher:
     The batcher starts its threads at once; close it (``close()``, ``with``, ``async with``) to
     stop them. ``close`` must not be called from inside the target.
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> AdaptiveBatcher:
+        if cls is AdaptiveBatcher and sys.platform == "emscripten":
+            # Pyodide cannot start threads: the same scheduler runs on the event loop there
+            from ._event_loop import EventLoopBatcher
+
+            cls = EventLoopBatcher
+        return super().__new__(cls)
 
     def __init__(
         self,
