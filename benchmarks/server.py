@@ -1,0 +1,206 @@
+"""Server benchmark: `embed serve` vs the FastAPI endpoint users write around sentence-transformers.
+
+Both servers answer `POST /v1/embeddings` (OpenAI shape) on 127.0.0.1, each in its own process.
+The peer is what users otherwise write: a FastAPI route that calls
+`SentenceTransformer.encode(inputs)` for every request (torch CPU, same model files). edgembed runs
+the int8 model behind its adaptive batcher with the given latency target.
+
+For each request rate, an async client sends requests with Poisson arrivals for `--seconds`
+(1–4 short texts per request, the same seeded sequence for both servers) and records each
+request's latency; requests still unanswered 10 s after the phase ends count as timeouts.
+Printed: throughput (answered requests/s), p50 and p99 latency, share within the target,
+429s and timeouts, and edgembed/peer ratios.
+
+The peer needs an interpreter with torch, sentence-transformers, fastapi and uvicorn, kept out
+of the project's venv, e.g.::
+
+    python3 -m venv /tmp/benchvenv
+    /tmp/benchvenv/bin/pip install torch==2.13.0     # the CPU build on this machine's disk
+    /tmp/benchvenv/bin/pip install sentence-transformers fastapi uvicorn
+    .venv/bin/python benchmarks/server.py --st-python /tmp/benchvenv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import httpx2 as httpx
+
+WORDS = ("edge", "model", "vector", "batch", "latency", "server", "token", "query", "the", "a",
+         "document", "search", "quantized", "portable", "runtime", "browser", "worker", "of")
+
+PEER = textwrap.dedent('''
+    import sys
+    import uvicorn
+    from fastapi import FastAPI
+    from pydantic import BaseModel
+    from sentence_transformers import SentenceTransformer
+    import torch
+
+    torch.set_num_threads(int(sys.argv[3]))
+    model = SentenceTransformer(sys.argv[1], device="cpu")
+    app = FastAPI()
+
+    class Req(BaseModel):
+        input: str | list[str]
+        model: str = "all-minilm-l6-v2"
+
+    @app.post("/v1/embeddings")
+    def embeddings(req: Req):
+        texts = [req.input] if isinstance(req.input, str) else req.input
+        vecs = model.encode(texts, normalize_embeddings=True)
+        return {"object": "list", "model": req.model,
+                "data": [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                         for i, v in enumerate(vecs)]}
+
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+''')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
+        try:
+            r = httpx.post(f"http://127.0.0.1:{port}/v1/embeddings",
+                           json={"input": "warm up", "model": "all-minilm-l6-v2"}, timeout=10)
+            if r.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"server on port {port} did not become ready")
+
+
+def requests_for(rate: float, seconds: float, seed: int) -> list[tuple[float, list[str]]]:
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    while True:
+        t += rng.expovariate(rate)
+        if t >= seconds:
+            return out
+        out.append((t, [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 30)))
+                        for _ in range(rng.randint(1, 4))]))
+
+
+async def drive(
+    port: int, plan: list[tuple[float, list[str]]], seconds: float
+) -> tuple[dict[str, float], list[float]]:
+    lat: list[float] = []
+    codes: dict[str, int] = {"429": 0, "timeout": 0, "other": 0}
+    limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits,
+                                 timeout=seconds + 10) as client:
+        start = time.perf_counter()
+
+        async def one(at: float, texts: list[str]) -> None:
+            await asyncio.sleep(max(0.0, at - (time.perf_counter() - start)))
+            t0 = time.perf_counter()
+            try:
+                r = await client.post("/v1/embeddings",
+                                      json={"input": texts, "model": "all-minilm-l6-v2"})
+            except httpx.TimeoutException:
+                codes["timeout"] += 1
+                return
+            if r.status_code == 200:
+                lat.append(time.perf_counter() - t0)
+            elif r.status_code == 429:
+                codes["429"] += 1
+            else:
+                codes["other"] += 1
+
+        await asyncio.gather(*(one(at, texts) for at, texts in plan))
+        wall = time.perf_counter() - start
+    lat.sort()
+
+    def q(p: float) -> float:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
+
+    return ({"answered_per_s": len(lat) / wall, "p50_ms": q(0.50), "p99_ms": q(0.99),
+             "sent": len(plan), **{k: float(v) for k, v in codes.items()}}, lat)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--st-python", required=True, help="interpreter with torch + "
+                    "sentence-transformers + fastapi + uvicorn")
+    ap.add_argument("--rates", default="10,25,50,100", help="requests/s, comma-separated")
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--latency-target-ms", type=float, default=100.0)
+    args = ap.parse_args()
+
+    from edgembed.sources import pull
+
+    model_dir = pull("all-minilm-l6-v2").source_dir
+    with tempfile.TemporaryDirectory() as tmp:
+        peer_py = Path(tmp) / "peer.py"
+        peer_py.write_text(PEER, encoding="utf-8")
+        ports = {"edgembed": free_port(), "sentence-transformers": free_port()}
+        procs = {
+            "edgembed": subprocess.Popen(
+                [sys.executable, "-m", "edgembed.serve", "--port", str(ports["edgembed"]),
+                 "--threads", str(args.threads), "--no-access-log",
+                 "--latency-target", f"{args.latency_target_ms:g}ms"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+            "sentence-transformers": subprocess.Popen(
+                [args.st_python, str(peer_py), str(model_dir), str(ports["sentence-transformers"]),
+                 str(args.threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        }
+        try:
+            for name, port in ports.items():
+                wait_ready(port, procs[name])
+            results: dict[tuple[str, float], tuple[dict[str, float], list[float]]] = {}
+            for rate in (float(r) for r in args.rates.split(",")):
+                plan = requests_for(rate, args.seconds, seed=int(rate))
+                for name, port in ports.items():  # one server at a time, same plan
+                    results[(name, rate)] = asyncio.run(drive(port, plan, args.seconds))
+        finally:
+            for p in procs.values():
+                p.send_signal(signal.SIGTERM)
+            for p in procs.values():
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+    target = args.latency_target_ms / 1000
+    print(f"# server benchmark — {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+          f"{os.cpu_count()} cores, {args.threads} model threads per server, "
+          f"{args.seconds:g} s per rate, latency target {args.latency_target_ms:g} ms")
+    print("| rate (req/s) | server | answered/s | p50 ms | p99 ms | within target | 429 | "
+          "timeouts |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (name, rate), (r, lat) in results.items():
+        within = sum(1 for x in lat if x <= target) / max(1, int(r["sent"]))
+        print(f"| {rate:g} | {name} | {r['answered_per_s']:.1f} | {r['p50_ms']:.0f} | "
+              f"{r['p99_ms']:.0f} | {within:.0%} | {int(r['429'])} | {int(r['timeout'])} |")
+    print("\nedgembed / sentence-transformers:")
+    for rate in sorted({rate for _, rate in results}):
+        e, s = results[("edgembed", rate)][0], results[("sentence-transformers", rate)][0]
+        print(f"  {rate:g} req/s: throughput {e['answered_per_s'] / s['answered_per_s']:.2f}×, "
+              f"p99 {s['p99_ms'] / e['p99_ms']:.2f}× lower")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
