@@ -78,7 +78,7 @@ _COMMANDS: dict[str, Command] = {}
 _LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("edgembed.export.bundle_cli", "write the C engine's bundle (.emb) for a model"),
     "serve": ("edgembed.serve.cli", "serve embeddings over HTTP"),
-    "batch": ("edgembed.batching.cli", "run or replay the adaptive batcher"),
+    "batch": ("edgembed.jobs.cli", "embed a large file as a durable, resumable job"),
 }
 
 

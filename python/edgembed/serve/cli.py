@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import EdgembedError, InputError
+from .jobs_settings import add_job_arguments, job_settings_from_args
 from .settings import (
     API_KEYS_ENV,
     DEFAULT_PORT,
@@ -159,6 +160,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     auth.add_argument("--served-model-name", action="append", default=[], metavar="NAME",
                       help="another name clients may send as 'model' (repeatable)")
 
+    add_job_arguments(p)
+
     log = p.add_argument_group("logging")
     log.add_argument("--log-level", default="info",
                      choices=("critical", "error", "warning", "info", "debug"))
@@ -208,6 +211,11 @@ def run_serve(args: argparse.Namespace) -> int:
         embedder = Embedder.load(args.model, variant=args.variant, backend=args.backend,
                                  threads=args.threads)
         app = create_app(ServedModel.from_embedder(embedder), settings)
+        jobs = job_settings_from_args(args)
+        if jobs is not None:
+            from .jobs_routes import install_jobs
+
+            install_jobs(app, jobs)
         sock = bind_socket(settings.host, settings.port)
     except (EdgembedError, ImportError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)

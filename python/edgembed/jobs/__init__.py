@@ -1,0 +1,32 @@
+"""Durable embedding jobs: large inputs embedded as crash-safe, resumable work.
+
+Two front ends share this package::
+
+    embed batch INPUT -o OUTPUT         rows ─► chunks ─► Embedder ─► committed parts ─► OUTPUT
+      reader     rows in (txt, jsonl, csv, parquet; local or fsspec URLs), malformed rows kept
+      checkpoint the work directory: manifest, one durable commit per chunk, the job's lock
+      runner     the job from start (or resume) to the atomic rename of OUTPUT
+      ray_engine the same chunks computed by Ray Data actors (``--engine ray``)
+
+    POST /v1/batches on ``embed serve``  request lines ─► bulk lane of the batcher ─► output file
+      store      SQLite (files, batches, progress) beside the files, in --jobs-dir
+      worker     runs batches one group of requests at a time, committing after each group
+
+Both resume after a crash with no row or request lost or done twice. ``docs/jobs.md`` tells
+how to use them.
+"""
+
+from __future__ import annotations
+
+from .errors import CheckpointCorrupt, CheckpointMismatch, JobError, JobLocked
+from .runner import BatchResult, BatchSpec, run_batch
+
+__all__ = [
+    "BatchResult",
+    "BatchSpec",
+    "CheckpointCorrupt",
+    "CheckpointMismatch",
+    "JobError",
+    "JobLocked",
+    "run_batch",
+]

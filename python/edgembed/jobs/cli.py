@@ -1,0 +1,152 @@
+"""``embed batch INPUT -o OUTPUT``: the command line of durable embedding jobs.
+
+The ``embed`` CLI finds this module through its lazy command table and calls
+``add_arguments(parser)`` and ``run(args) -> int``; ``python -m edgembed.jobs`` runs the same
+command on its own (``main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ..cli import INPUT_FORMATS, OUTPUT_FORMATS, Command, _add_model_options, _positive_int
+from .runner import DEFAULT_CHUNK, ENGINES, BatchSpec, run_batch
+
+__all__ = ["COMMAND", "add_arguments", "main", "run"]
+
+HELP = "embed a large file as a durable, resumable job"
+DESCRIPTION = """\
+Embed every row of INPUT into OUTPUT as a job that survives interruption: rows are read and
+embedded in chunks, each chunk is committed to OUTPUT.partial/ before the next starts, and
+--resume continues an interrupted job (Ctrl-C, kill -9, a lost machine) with no row lost or
+computed twice. OUTPUT appears only when complete. Malformed rows go to an errors file with
+their row and line numbers, and the job goes on. See docs/jobs.md.
+"""
+EXAMPLES = """\
+  embed batch corpus.jsonl -o vectors.npy
+  embed batch corpus.jsonl -o vectors.npy --resume          continue after an interruption
+  embed batch docs.parquet --column body --id-column id -o vectors.parquet
+  embed batch s3://bucket/docs.parquet -o s3://bucket/vectors.parquet   (edgembed[fsspec])
+  embed batch docs.parquet -o vectors.parquet --engine ray --actors 8   (edgembed[ray])"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every ``embed batch`` option, on ``p``."""
+    p.add_argument("input", metavar="INPUT",
+                   help="a .txt (a text per line), .jsonl, .csv or .parquet file, or an fsspec "
+                        "URL")
+    io_g = p.add_argument_group("input and output")
+    io_g.add_argument("-o", "--output", required=True, metavar="OUTPUT",
+                      help="where the vectors go: .npy, .jsonl or .parquet (or an fsspec URL)")
+    io_g.add_argument("--input-format", choices=INPUT_FORMATS,
+                      help="override the format INPUT's name implies")
+    io_g.add_argument("--output-format", choices=OUTPUT_FORMATS,
+                      help="override the format OUTPUT's name implies")
+    io_g.add_argument("--field", help="jsonl: the field holding the text (default: text)")
+    io_g.add_argument("--column", help="csv/parquet: the column holding the text "
+                                       "(default: text)")
+    io_g.add_argument("--id-column", metavar="NAME",
+                      help="a field copied into .jsonl/.parquet output beside each vector")
+    io_g.add_argument("--errors", dest="encoding_errors", choices=("strict", "replace"),
+                      default="strict",
+                      help="a line that is not UTF-8: a malformed row (strict, default), or "
+                           "embedded with U+FFFD (replace)")
+    io_g.add_argument("--errors-file", metavar="PATH",
+                      help="where malformed rows are listed (default: OUTPUT's name with "
+                           ".errors.jsonl)")
+    v = p.add_argument_group("vectors")
+    v.add_argument("--dimensions", type=_positive_int, metavar="N",
+                   help="keep the first N dimensions and renormalize (Matryoshka)")
+    v.add_argument("--precision", default="float32",
+                   choices=("float32", "int8", "uint8", "binary", "ubinary"),
+                   help="output precision (default: %(default)s)")
+    prefix = v.add_mutually_exclusive_group()
+    prefix.add_argument("--query", dest="prompt", action="store_const", const="query",
+                        help="texts are queries: apply the model's query prefix")
+    prefix.add_argument("--document", dest="prompt", action="store_const", const="document",
+                        help="texts are documents: apply the model's document prefix")
+    v.add_argument("--no-normalize", action="store_true", help="skip L2 normalization")
+    v.add_argument("--no-truncate", action="store_true",
+                   help="a text over the model's max length is a malformed row, not cut")
+    job = p.add_argument_group("job")
+    job.add_argument("--resume", action="store_true",
+                     help="continue the interrupted job for OUTPUT (starts it if there is none)")
+    job.add_argument("--restart", action="store_true",
+                     help="discard an interrupted job for OUTPUT and start over")
+    job.add_argument("--chunk-size", type=_positive_int, default=DEFAULT_CHUNK, metavar="N",
+                     help="rows per committed chunk (default: %(default)s)")
+    job.add_argument("--work-dir", metavar="DIR",
+                     help="where chunks are committed (default: OUTPUT.partial/ beside a local "
+                          "OUTPUT; under the edgembed cache for a URL)")
+    job.add_argument("--json", action="store_true",
+                     help="print a JSON summary on stdout when done")
+    eng = p.add_argument_group("engine")
+    eng.add_argument("--engine", choices=ENGINES, default="local",
+                     help="local: this process; ray: Ray Data with an actor pool, parquet in "
+                          "(default: %(default)s)")
+    eng.add_argument("--ray-address", metavar="ADDRESS",
+                     help="Ray cluster to join (default: $RAY_ADDRESS, else a local instance)")
+    eng.add_argument("--actors", type=_positive_int, default=2, metavar="N",
+                     help="ray: Embedder actors (default: %(default)s)")
+    eng.add_argument("--cpus-per-actor", type=float, default=1.0, metavar="N",
+                     help="ray: CPUs reserved per actor, also its threads (default: 1)")
+    _add_model_options(p)
+
+
+def _spec(args: argparse.Namespace) -> BatchSpec:
+    return BatchSpec(
+        input=args.input, output=args.output, input_format=args.input_format,
+        output_format=args.output_format, field=args.field, column=args.column,
+        id_column=args.id_column, encoding_errors=args.encoding_errors,
+        errors_file=args.errors_file, model=args.model, variant=args.variant,
+        backend=args.backend, threads=args.threads, prompt=args.prompt,
+        normalize=not args.no_normalize, truncate=not args.no_truncate,
+        dimensions=args.dimensions, precision=args.precision, chunk_size=args.chunk_size,
+        resume=args.resume, restart=args.restart, work_dir=args.work_dir, engine=args.engine,
+        ray_address=args.ray_address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the job; errors propagate to the ``embed`` CLI, which prints ``Name: message``."""
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(f"embed: {message}", file=sys.stderr, flush=True)
+
+    spec = _spec(args)
+    try:
+        result = run_batch(spec, say=say, show_progress=not args.quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:  # said even with --quiet: the way back matters
+        print(f"embed: interrupted; finished chunks are kept, continue with: embed batch "
+              f"{args.input} -o {args.output} --resume", file=sys.stderr, flush=True)
+        raise
+    resumed = f" ({result.resumed_rows:,} from the interrupted run)" if result.resumed_rows else ""
+    errors = (f"; {result.errors:,} malformed rows listed in {result.errors_file}"
+              if result.errors else "")
+    say(f"{result.rows:,} rows{resumed} → {result.output}: {result.embedded:,} vectors{errors}; "
+        f"{result.computed_rows:,} rows computed in {result.seconds:.1f} s "
+        f"({result.texts_per_second:,.1f} texts/s)")
+    if args.json:
+        print(json.dumps({"output": result.output, "errors_file": result.errors_file,
+                          "rows": result.rows, "embedded": result.embedded,
+                          "errors": result.errors, "resumed_rows": result.resumed_rows,
+                          "computed_rows": result.computed_rows,
+                          "seconds": round(result.seconds, 3),
+                          "texts_per_second": round(result.texts_per_second, 1)}))
+    return 0
+
+
+COMMAND = Command("batch", HELP, add_arguments, run, description=DESCRIPTION, examples=EXAMPLES)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``embed batch`` with ``argv``, through the ``embed`` CLI's error handling."""
+    from ..cli import main as embed_main
+    from ..cli import register_command
+
+    register_command(COMMAND)
+    return embed_main(["batch", *(sys.argv[1:] if argv is None else argv)])

@@ -1,0 +1,130 @@
+"""Where a job's input and output live: a local path, or an fsspec URL (``s3://…``, ``gs://…``).
+
+Local paths use the operating system directly. A URL (anything with ``scheme://``) needs fsspec
+and the package of its protocol (``s3fs``, ``gcsfs``, …): ``pip install 'edgembed[fsspec]'``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["FSSPEC_HINT", "Location", "is_url"]
+
+FSSPEC_HINT = "pip install 'edgembed[fsspec]'"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` names a file through fsspec (``memory://x``, ``s3://b/k``)."""
+    return bool(_URL.match(path))
+
+
+def _fsspec(url: str) -> Any:
+    try:  # imported by name: fsspec ships no type information
+        fsspec = importlib.import_module("fsspec")
+    except ImportError:
+        raise ImportError(f"reading or writing {url} needs fsspec: {FSSPEC_HINT} (and the "
+                          "package for its protocol, such as s3fs)") from None
+    return fsspec
+
+
+class Location:
+    """One file, local or remote, with the few operations a job needs."""
+
+    def __init__(self, path: str) -> None:
+        self.text = path
+        self.remote = is_url(path)
+        self._fs: Any = None
+        self._path = path
+        if self.remote:
+            fs, inner = _fsspec(path).core.url_to_fs(path)
+            self._fs, self._path = fs, inner
+        else:
+            self._path = os.path.abspath(os.path.expanduser(path))
+
+    @property
+    def name(self) -> str:
+        """The last part of the path."""
+        return self._path.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def local_path(self) -> Path:
+        assert not self.remote
+        return Path(self._path)
+
+    @property
+    def identity(self) -> str:
+        """A stable name for manifests: the absolute path, or the URL."""
+        return self.text if self.remote else self._path
+
+    def exists(self) -> bool:
+        if self.remote:
+            return bool(self._fs.exists(self._path))
+        return os.path.exists(self._path)
+
+    def is_dir(self) -> bool:
+        if self.remote:
+            return bool(self._fs.isdir(self._path))
+        return os.path.isdir(self._path)
+
+    def size(self) -> int | None:
+        try:
+            if self.remote:
+                return int(self._fs.size(self._path))
+            return os.path.getsize(self._path)
+        except (OSError, TypeError, ValueError):
+            return None
+
+    def open_read(self) -> IO[bytes]:
+        """A binary file object; raises FileNotFoundError naming the path."""
+        if self.remote:
+            if not self._fs.exists(self._path):
+                raise FileNotFoundError(2, "No such file or directory", self.text)
+            handle: IO[bytes] = self._fs.open(self._path, "rb")
+            return handle
+        if os.path.isdir(self._path):
+            raise IsADirectoryError(21, "is a directory, not an input file", self.text)
+        return open(self._path, "rb")
+
+    def check_writable(self) -> None:
+        """Raise OSError now if the file cannot be written later (before any work is done).
+
+        Locally: the folder must exist and accept a new file (one is created and removed).
+        Remotely: a small probe object is written beside the target and removed.
+        """
+        if self.is_dir():
+            raise IsADirectoryError(21, "is a directory; give a file name", self.text)
+        if self.remote:
+            probe = f"{self._path}.probe-{secrets.token_hex(4)}"
+            try:
+                with self._fs.open(probe, "wb") as f:
+                    f.write(b"")
+            except Exception as exc:  # each filesystem raises its own errors
+                raise PermissionError(13, f"cannot write there ({exc})", self.text) from None
+            with contextlib.suppress(Exception):
+                self._fs.rm(probe)
+            return
+        folder = os.path.dirname(self._path)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(2, "its folder does not exist", self.text)
+        probe = os.path.join(folder, f".{self.name}.probe-{secrets.token_hex(4)}")
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write there ({exc.strerror})", self.text) from None
+        os.close(fd)
+        os.unlink(probe)
+        if os.path.exists(self._path) and not os.access(self._path, os.W_OK):
+            raise PermissionError(13, "the file exists and is read-only", self.text)
+
+    def upload(self, local: Path) -> None:
+        """Copy a finished local file to this remote location in one put: on object stores
+        the object appears only once its upload is complete."""
+        assert self.remote
+        self._fs.put_file(str(local), self._path)

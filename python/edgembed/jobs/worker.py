@@ -1,0 +1,286 @@
+"""The batch worker: runs OpenAI-style batches from the store, a group of requests at a time.
+
+Batches take turns (``turn_s`` each, in creation order), so one large batch does not hold
+back every batch created after it.
+
+::
+
+    validating ─► in_progress ─► finalizing ─► completed
+        │              ├─ cancel requested ─► cancelling ─► cancelled (answered lines kept)
+        │              └─ past expires_at ─────────────────► expired   (answered lines kept)
+        └─ bad lines ─► failed (errors.data says which lines and why; nothing is run)
+
+In progress, a group of request lines is answered concurrently (so the batcher can put their
+texts in the same batches), their result lines are appended to ``output.jsonl`` (status 200)
+or ``errors.jsonl`` (any other) and flushed to disk, and only then is the group committed in
+the store. On start the worker cuts both files back to their committed lengths: a request
+answered before a crash but not committed is answered again, and appears once.
+
+Answering a request is the server's business (``handle``); a transient refusal of the batcher
+(``Overloaded``) is retried after its ``retry_after``, and ``BatcherClosed`` stops the worker
+with the group uncommitted, to be redone after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import BatcherClosed, Overloaded
+from .store import BatchRecord, JobStore
+
+__all__ = ["Answer", "Handler", "JobWorker", "request_lines", "validate_lines"]
+
+_log = logging.getLogger("edgembed.jobs")
+
+MAX_REPORTED_ERRORS = 100
+RETRY_CAP_S = 5.0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one request got: an HTTP status, the body, and the tokens it cost."""
+
+    status: int
+    body: dict[str, Any]
+    tokens: int = 0
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[Answer]]
+
+
+def request_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of every non-blank line of an input file."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if raw.strip():
+                yield n, raw
+
+
+def validate_lines(
+    path: Path, endpoint: str, max_requests: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """(number of requests, problems) of a batch input file, as OpenAI's validation reports
+    them: each problem names its line."""
+    problems: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    total = 0
+
+    def problem(line: int | None, code: str, message: str, param: str | None = None) -> None:
+        if len(problems) < MAX_REPORTED_ERRORS:
+            problems.append({"code": code, "message": message, "param": param, "line": line})
+
+    for n, raw in request_lines(path):
+        total += 1
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            problem(n, "invalid_json_line", "this line is not valid JSON (or not UTF-8)")
+            continue
+        if not isinstance(obj, dict):
+            problem(n, "invalid_request", "each line must be a JSON object with custom_id, "
+                                          "method, url and body")
+            continue
+        cid = obj.get("custom_id")
+        if not isinstance(cid, str) or not cid:
+            problem(n, "missing_required_parameter", "custom_id must be a non-empty string",
+                    "custom_id")
+        elif cid in seen:
+            problem(n, "duplicate_custom_id", f"custom_id {cid!r} appears more than once; "
+                                              "each request needs its own", "custom_id")
+        else:
+            seen.add(cid)
+        if obj.get("method") != "POST":
+            problem(n, "invalid_method", "method must be POST", "method")
+        if obj.get("url") != endpoint:
+            problem(n, "mismatched_endpoint", f"url {obj.get('url')!r} differs from the batch's "
+                                              f"endpoint {endpoint!r}", "url")
+        if not isinstance(obj.get("body"), dict):
+            problem(n, "invalid_request", "body must be a JSON object", "body")
+    if total == 0:
+        problem(None, "empty_file", "the input file has no requests")
+    if total > max_requests:
+        problem(None, "too_many_requests", f"the input file has {total} requests, over the "
+                                           f"limit of {max_requests} per batch "
+                                           "(--max-batch-requests); split it")
+    return total, problems
+
+
+class JobWorker:
+    """Runs the store's batches one after another, on the server's event loop."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        handle: Handler,
+        *,
+        max_requests: int = 50_000,
+        group: int = 32,
+        poll_s: float = 1.0,
+        turn_s: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.handle = handle
+        self.max_requests = max_requests
+        self.group = group
+        self.poll_s = poll_s
+        self.turn_s = turn_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="edgembed-jobs")
+
+    def notify(self) -> None:
+        """Something changed (a new batch, a cancel): look now instead of at the next poll."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop at once; the group in progress is not committed and is redone on restart."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        last = 0
+        while not self._stopping:
+            batch = self.store.next_active(last)
+            if batch is None:
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_s)
+                continue
+            last = batch.seq
+            await asyncio.sleep(0)  # never hold the event loop between turns
+            try:
+                await self._process(batch)
+            except BatcherClosed:
+                return  # the server is stopping: the batch continues after the restart
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must not stop the other batches: fail this one
+                _log.exception("batch %s failed", batch.id)
+                self.store.fail(batch.id, [{"code": "server_error", "line": None,
+                                            "param": None,
+                                            "message": "the server could not run this batch; "
+                                                       "see its log"}], any_status=True)
+
+    async def _process(self, batch: BatchRecord) -> None:
+        if batch.status == "validating":
+            record = self.store.get_file(batch.owner, batch.input_file_id)
+            if record is None:
+                self.store.fail(batch.id, [{"code": "file_not_found", "line": None,
+                                            "param": "input_file_id",
+                                            "message": f"input file {batch.input_file_id} "
+                                                       "is gone"}])
+                return
+            total, problems = await asyncio.to_thread(
+                validate_lines, self.store.file_path(record), batch.endpoint, self.max_requests)
+            if problems:
+                self.store.fail(batch.id, problems)
+                return
+            self.store.start(batch.id, total)
+            batch = self.store.batch(batch.id)
+        if batch.status == "in_progress":
+            await self._run_requests(batch)
+            batch = self.store.batch(batch.id)
+        if batch.status == "finalizing":
+            self.store.finish(batch, "completed")
+        elif batch.status == "cancelling":
+            self.store.finish(batch, "cancelled")
+
+    async def _run_requests(self, batch: BatchRecord) -> None:
+        record = self.store.get_file(batch.owner, batch.input_file_id)
+        folder = self.store.batch_dir(batch.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        out_path, err_path = folder / "output.jsonl", folder / "errors.jsonl"
+        _cut(out_path, batch.output_bytes)
+        _cut(err_path, batch.error_bytes)
+        if record is None:  # cannot happen: files in use cannot be deleted
+            self.store.begin_finalizing(batch.id)
+            return
+        done = batch.next_line
+        lines = itertools.islice(request_lines(self.store.file_path(record)), done, None)
+        out_bytes, err_bytes = batch.output_bytes, batch.error_bytes
+        turn_ends = time.monotonic() + self.turn_s
+        with open(out_path, "ab") as out, open(err_path, "ab") as err:
+            while True:
+                status = self.store.status(batch.id)
+                if status != "in_progress":
+                    return  # cancelling: _process finishes it
+                if time.time() > batch.expires_at:
+                    self.store.finish(self.store.batch(batch.id), "expired")
+                    return
+                group = [raw for _, raw in itertools.islice(lines, self.group)]
+                if not group:
+                    break
+                answers = await asyncio.gather(
+                    *(self._answer(batch.id, done + i, raw) for i, raw in enumerate(group)))
+                good = [a for a in answers if a[0]]
+                bad = [a for a in answers if not a[0]]
+                out_bytes += await asyncio.to_thread(_append, out, [a[1] for a in good])
+                err_bytes += await asyncio.to_thread(_append, err, [a[1] for a in bad])
+                done += len(group)
+                self.store.advance(batch.id, next_line=done, output_bytes=out_bytes,
+                                   error_bytes=err_bytes, completed=len(good), failed=len(bad),
+                                   tokens=sum(a[2] for a in answers))
+                if time.monotonic() > turn_ends:
+                    other = self.store.next_active(batch.seq)
+                    if other is not None and other.id != batch.id:
+                        return  # another batch waits: its turn; this one continues later
+        self.store.begin_finalizing(batch.id)
+
+    async def _answer(self, batch_id: str, index: int, raw: bytes) -> tuple[bool, bytes, int]:
+        """(succeeded, result line, tokens) for one request line."""
+        request = json.loads(raw)
+        delay = 0.05
+        while True:
+            try:
+                answer = await self.handle(request["body"])
+                break
+            except Overloaded as exc:  # the bulk lane is full: wait, as a client would
+                if self._stopping:
+                    raise BatcherClosed("the server is stopping") from None
+                await asyncio.sleep(min(max(exc.retry_after, delay), RETRY_CAP_S))
+                delay = min(delay * 2, RETRY_CAP_S)
+        stem = batch_id.removeprefix("batch_")
+        line = {"id": f"batch_req_{stem}_{index}", "custom_id": request["custom_id"],
+                "response": {"status_code": answer.status,
+                             "request_id": f"req_{stem}_{index}", "body": answer.body},
+                "error": None}
+        data = (json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        return answer.status == 200, data, answer.tokens
+
+
+def _cut(path: Path, length: int) -> None:
+    """Cut ``path`` back to ``length`` bytes (lines written after the last commit)."""
+    if not path.exists():
+        path.touch()
+    if path.stat().st_size != length:
+        with open(path, "r+b") as f:
+            f.truncate(length)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _append(f: Any, lines: list[bytes]) -> int:
+    data = b"".join(lines)
+    if data:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return len(data)
