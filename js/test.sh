@@ -29,6 +29,8 @@ export NO_COLOR=1 DENO_NO_UPDATE_CHECK=1 DO_NOT_TRACK=1 PLAYWRIGHT_SKIP_BROWSER_
 if [[ ! -x "$BIN/.bin/workerd" ]] || [[ "$HOSTS/package-lock.json" -nt "$BIN/.package-lock.json" ]]; then
   # --ignore-scripts: the binaries come inside the packages; nothing is downloaded from elsewhere
   (cd "$HOSTS" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  # bun's postinstall only links the binary of its platform package (already installed above)
+  (cd "$HOSTS" && node node_modules/bun/install.js >/dev/null)
 fi
 if ! command -v chromium >/dev/null; then
   if [[ $(id -u) -ne 0 ]]; then
