@@ -23,14 +23,29 @@ export async function freePort() {
 /** Starts a process; its output goes to `log`. Returns {child, stop()}. */
 export function start(cmd, args, { log, cwd = ROOT } = {}) {
   const out = log ? fs.openSync(log, "w") : "ignore";
-  const child = spawn(cmd, args, { cwd, stdio: ["ignore", out, out] });
+  // Its own process group: npm launchers (workerd's) start the real binary as a child, and
+  // stop() must end both, or the binary outlives the test.
+  const child = spawn(cmd, args, { cwd, stdio: ["ignore", out, out], detached: true });
+  const killGroup = (signal) => {
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      /* already gone */
+    }
+  };
   return {
     child,
     stop: () =>
       new Promise((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once("exit", () => resolve());
-        child.kill("SIGTERM");
+        if (child.exitCode !== null || child.signalCode !== null) {
+          killGroup("SIGTERM");
+          return resolve();
+        }
+        child.once("exit", () => {
+          killGroup("SIGTERM");
+          resolve();
+        });
+        killGroup("SIGTERM");
       }),
   };
 }
