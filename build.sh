@@ -24,6 +24,8 @@ setup() {
   [[ -x "$PY" ]] || python3 -m venv "$VENV"
   "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
   "$PY" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+  # the native CPU engine (the fast int8 backend); without a C compiler edgembed uses onnxruntime
+  bash runtime/build.sh native >/dev/null || echo "setup: no native engine built; using onnxruntime" >&2
 }
 
 embed() {
@@ -37,8 +39,8 @@ check() {
   "$VENV/bin/mypy"
 }
 
-native() {
-  bash runtime/build.sh native "$@"
+native() {  # ./build.sh native [cross [ARCH..] | arm64-test [BUNDLE] | tsan | asan]
+  bash runtime/build.sh "${@:-native}"
 }
 
 fuzz() {
@@ -63,6 +65,7 @@ js() {
 py() {
   have_venv || setup
   wasm  # the wheel ships build/wasm/*.wasm as edgembed/_wasm/
+  native  # and build/native/libedgembed.so as edgembed/_native/: a platform-tagged wheel
   "$PY" -m pip install --quiet --disable-pip-version-check build
   "$PY" -m build --wheel --outdir dist .
 }

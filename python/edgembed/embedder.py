@@ -60,15 +60,15 @@ __all__ = [
 _log = logging.getLogger("edgembed")
 
 DEFAULT_MODEL = "all-minilm-l6-v2"
-BACKENDS = ("auto", "onnx", "cuda", "wasm")
+BACKENDS = ("auto", "onnx", "cuda", "wasm", "native")
 
 # Token budgets: padded tokens (batch size x longest sequence) per encoder call. On a CPU,
 # batches past ~2k tokens were measured slower (the FFN activations, tokens x 1536 floats,
 # fall out of cache) and only delay the first result; a GPU needs far larger batches.
 CPU_BATCH_TOKENS = 2048
 CUDA_BATCH_TOKENS = 65536
-MAX_BATCH_SIZE = {"onnx": 128, "wasm": 64, "cuda": 1024}
-DEFAULT_VARIANT = {"onnx": "int8", "wasm": "int8", "cuda": "fp16"}
+MAX_BATCH_SIZE = {"onnx": 128, "wasm": 64, "cuda": 1024, "native": 128}
+DEFAULT_VARIANT = {"onnx": "int8", "wasm": "int8", "cuda": "fp16", "native": "int8"}
 ITER_CHUNK = 1024
 _OPTION_NAMES = ("normalize", "dimensions", "precision", "max_batch_tokens")
 
@@ -112,14 +112,20 @@ class BackendChoice:
 
 
 def choose_backend(
-    requested: str, variant: str | None, *, cuda: tuple[bool, str]
+    requested: str,
+    variant: str | None,
+    *,
+    cuda: tuple[bool, str],
+    native: tuple[bool, str] = (False, "not checked"),
 ) -> BackendChoice:
     """Decide the backend from the request and what this machine offers (a pure function).
 
-    ``cuda`` is ``(usable, why)`` as ``backends.onnx.cuda_available()`` answers it. ``"auto"``
-    takes CUDA when it is usable (with the fp16 variant unless one is named), else the CPU,
-    and records the reason in ``BackendChoice.reason``; ``"cuda"`` without a usable GPU raises
-    BackendUnavailable saying why and what to install.
+    ``cuda`` is ``(usable, why)`` as ``backends.onnx.cuda_available()`` answers it, ``native``
+    as ``backends.native.native_available()`` does. ``"auto"`` takes CUDA when it is usable
+    (with the fp16 variant unless one is named), else the native engine for int8 when it loaded
+    and passed its self-check, else onnxruntime on the CPU, and records the reason in
+    ``BackendChoice.reason``; ``"cuda"`` without a usable GPU raises BackendUnavailable saying
+    why and what to install.
     """
     name = str(requested).lower()
     if name == "cpu":
@@ -127,16 +133,23 @@ def choose_backend(
     if name not in BACKENDS:
         raise InputError(f"unknown backend {requested!r}; choose from {', '.join(BACKENDS)}")
     cuda_ok, cuda_why = cuda
+    native_ok, native_why = native
     reason = ""
     if name == "auto" and sys.platform == "emscripten":
         name, reason = "wasm", "auto: Pyodide runs the WebAssembly engine"
     elif name == "auto":
         if cuda_ok and (variant is None or variant in ("fp16", "fp32")):
             name, reason = "cuda", "auto: CUDA is available"
+        elif native_ok and variant in (None, "int8"):
+            name, reason = "native", f"auto: {native_why}"
         elif cuda_ok:
             name, reason = "onnx", f"auto: the {variant} variant runs on the CPU"
         else:
             name, reason = "onnx", f"auto: CPU because {cuda_why}"
+            if native_why != "not checked" and variant in (None, "int8"):
+                reason += f"; no native engine: {native_why}"
+    elif name == "native" and variant not in (None, "int8"):
+        raise InputError(f"backend 'native' runs the int8 engine bundle, not the {variant} variant")
     elif name == "cuda" and not cuda_ok:
         raise BackendUnavailable(
             f"backend 'cuda' cannot run here: {cuda_why}. Use backend='auto' to fall back "
@@ -157,6 +170,14 @@ def _cuda_state(requested: str) -> tuple[bool, str]:
     return cuda_available()
 
 
+def _native_state(requested: str) -> tuple[bool, str]:
+    if str(requested).lower() not in ("auto", "native") or sys.platform == "emscripten":
+        return False, "not requested"
+    from .backends.native import native_available
+
+    return native_available()
+
+
 def _open_backend(
     choice: BackendChoice, model_dir: Path, manifest: Manifest, threads: int | None
 ) -> Backend:
@@ -174,6 +195,16 @@ def _open_backend(
         bundle = _bundle_path(model_dir, manifest)
         backend: Backend = wasm.WasmBackend(bundle, threads=threads)
         return backend
+    if choice.backend == "native":
+        from .backends.native import NativeBackend
+
+        try:
+            bundle = _bundle_path(model_dir, manifest)
+        except BackendUnavailable:  # the first use: write the engine bundle once
+            from .export import export_bundle
+
+            _, bundle = export_bundle(manifest.name)
+        return NativeBackend(bundle, threads=threads)
     from .backends.onnx import OnnxBackend
 
     path = manifest.variant_path(model_dir, choice.variant)
@@ -407,12 +438,13 @@ class Embedder:
             if variant not in (None, "int8"):
                 raise InputError(f"engine bundles are int8, not {variant!r}")
             return embedder_from_bundle(model)
-        choice = choose_backend(backend, variant, cuda=_cuda_state(backend))
+        choice = choose_backend(backend, variant, cuda=_cuda_state(backend),
+                                native=_native_state(backend))
         model_dir, manifest = _prepare_model(model, choice.variant, progress)
         try:
             engine = _open_backend(choice, model_dir, manifest, threads)
         except BackendUnavailable as exc:
-            if str(backend).lower() != "auto" or choice.backend != "cuda":
+            if str(backend).lower() != "auto" or choice.backend not in ("cuda", "native"):
                 raise
             choice = choose_backend("onnx", variant, cuda=(False, str(exc)))
             choice = BackendChoice(choice.backend, choice.variant, choice.max_batch_tokens,
@@ -616,7 +648,7 @@ class Embedder:
         texts = calibration_texts()
         entry = self._manifest.variants.get(self.variant)
         cache = (self._model_dir / f"calibration.{self.variant}.{entry.sha256[:16]}.npy"
-                 if entry is not None and self.backend != "wasm" else None)
+                 if entry is not None and self.backend not in ("wasm", "native") else None)
         if cache is not None and cache.is_file():
             with contextlib.suppress(OSError, ValueError):
                 cached = np.load(cache)

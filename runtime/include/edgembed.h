@@ -182,6 +182,30 @@ EMB_API void emb_context_free(emb_context *ctx);
 EMB_API size_t emb_context_max_tokens(const emb_context *ctx);
 
 /*
+ * emb_context_init with two choices. n_threads: threads that share each encode call, the
+ * caller's included (a pool of n_threads - 1 threads lives with the context and sleeps between
+ * calls); 1 (or 0) runs on the calling thread only; at most 64. Size it to the cores the
+ * encoder may have: a context per core with n_threads = 1 and one context with n_threads =
+ * cores both use every core, more would oversubscribe. wasm builds run one thread
+ * (EMB_STATUS_UNSUPPORTED for more). kernels: NULL or "" for the best kernel set this CPU runs,
+ * or one of emb_kernels_available()'s names (EMB_STATUS_UNSUPPORTED when it is not available).
+ * The vectors do not depend on either choice: every kernel set and every thread count gives
+ * the same bits.
+ */
+EMB_API emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t max_tokens,
+                                       int32_t n_threads, const char *kernels);
+EMB_API int32_t emb_context_threads(const emb_context *ctx);
+/* The name of the kernel set the context runs, e.g. "avx512-vnni", "neon-dotprod", "reference". */
+EMB_API const char *emb_context_kernels(const emb_context *ctx);
+
+/*
+ * The kernel sets this machine runs, best first, separated by spaces (e.g. "avx512-vnni avx2
+ * reference"): those whose instructions the CPU and OS support and that agreed with the
+ * reference, bit for bit, in a self-check run the first time the library needs kernels.
+ */
+EMB_API const char *emb_kernels_available(void);
+
+/*
  * Encodes `n_seqs` sequences packed back to back in `ids` (lengths[i] ids each, no padding;
  * each 1 .. max_length, their sum at most the context's max_tokens) into out[n_seqs][dim].
  * pooling: EMB_POOLING_MODEL, _MEAN or _CLS; normalize: < 0 the model's choice, 0 raw, > 0

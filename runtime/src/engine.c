@@ -9,6 +9,7 @@
 #include "kernels.h"
 #include "model.h"
 #include "platform.h"
+#include "threads.h"
 
 #define EMB_STR_(x) #x
 #define EMB_STR(x) EMB_STR_(x)
@@ -300,21 +301,38 @@ emb_status emb_model_tokenize(const emb_model *model, const char *utf8, size_t l
 static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
 
 emb_status emb_context_init(emb_context **out, const emb_model *model, size_t max_tokens) {
+    return emb_context_init_ex(out, model, max_tokens, 1, NULL);
+}
+
+#if EMB_KERNELS == EMB_KERNELS_NATIVE
+#define EMB_R EMB_NATIVE_PANEL_ROWS
+#else
+#define EMB_R EMB_PANEL_ROWS
+#endif
+#define EMB_N_PARTS 10
+
+emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t max_tokens, int32_t n_threads,
+                               const char *kernels) {
     if (!out) return EMB_STATUS_INVALID_ARGUMENT;
     *out = NULL;
     if (!model || max_tokens == 0 || max_tokens > EMB_MAX_CONTEXT_TOKENS) return EMB_STATUS_INVALID_ARGUMENT;
+    if (n_threads < 0 || n_threads > EMB_MAX_THREADS) return EMB_STATUS_INVALID_ARGUMENT;
+    size_t w = n_threads > 1 ? (size_t)n_threads : 1;
+    const emb_kernels *kset = emb_kernels_find(kernels);
+    if (!kset) return EMB_STATUS_UNSUPPORTED;
     const emb_config *cf = &model->config;
-    size_t t = max_tokens, c = (size_t)cf->dim, f = (size_t)cf->ffn_dim, r = EMB_PANEL_ROWS;
+    size_t t = max_tokens, c = (size_t)cf->dim, f = (size_t)cf->ffn_dim, r = EMB_R;
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
+    size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */
-    uint64_t t64 = t, c64 = c, f64 = f, r64 = r, qx = sizeof(emb_qx);
-    uint64_t sizes64[9] = {
-        t64 * c64 * 4, t64 * 3 * c64 * 4, t64 * c64 * 4, t64 * c64 * qx, t64 * (c64 / EMB_BLOCK) * 4,
-        r64 * (c > f ? c64 : f64) * 4, r64 * f64 * qx, r64 * (f64 / EMB_BLOCK) * 4, (uint64_t)max_seq * 4,
+    uint64_t t64 = t, c64 = c, f64 = f, wr = (uint64_t)w * r, qx = sizeof(emb_qx);
+    uint64_t sizes64[EMB_N_PARTS] = {
+        t64 * c64 * 4, t64 * 3 * c64 * 4, t64 * c64 * 4, t64 * c64 * qx, t64 * (c64 / EMB_BLOCK) * 4, (t64 + 1) * 4,
+        wr * (c > f ? c64 : f64) * 4, wr * f64 * qx, wr * (f64 / EMB_BLOCK) * 4, (uint64_t)w * scratch * 4,
     };
     uint64_t total64 = 0;
-    size_t sizes[9];
-    for (int i = 0; i < 9; i++) {
+    size_t sizes[EMB_N_PARTS];
+    for (int i = 0; i < EMB_N_PARTS; i++) {
         total64 += (sizes64[i] + 63u) & ~(uint64_t)63u;
         sizes[i] = (size_t)sizes64[i];
     }
@@ -323,19 +341,26 @@ emb_status emb_context_init(emb_context **out, const emb_model *model, size_t ma
 
     emb_context *ctx = emb_alloc(sizeof(emb_context));
     if (!ctx) return EMB_STATUS_OUT_OF_MEMORY;
+    emb_memset(ctx, 0, sizeof *ctx);
     uint8_t *arena = emb_alloc(total);
-    if (!arena) {
+    emb_status st = arena ? emb_threads_init(&ctx->threads, (int)w) : EMB_STATUS_OUT_OF_MEMORY;
+    if (st != EMB_STATUS_OK) {
+        emb_dealloc(arena);
         emb_dealloc(ctx);
-        return EMB_STATUS_OUT_OF_MEMORY;
+        return st;
     }
     emb_memset(arena, 0, total);
     ctx->model = model;
+    ctx->kernels = kset;
+    ctx->n_workers = w;
     ctx->max_tokens = t;
     ctx->max_seq = max_seq;
+    ctx->panel_rows = r;
+    ctx->scratch_floats = scratch;
     ctx->arena = arena;
     uint8_t *p = arena;
-    void *parts[9];
-    for (int i = 0; i < 9; i++) {
+    void *parts[EMB_N_PARTS];
+    for (int i = 0; i < EMB_N_PARTS; i++) {
         parts[i] = p;
         p += align64(sizes[i]);
     }
@@ -344,19 +369,25 @@ emb_status emb_context_init(emb_context **out, const emb_model *model, size_t ma
     ctx->attn = parts[2];
     ctx->xq = parts[3];
     ctx->xs = parts[4];
-    ctx->panel = parts[5];
-    ctx->hq = parts[6];
-    ctx->hs = parts[7];
-    ctx->scores = parts[8];
+    ctx->starts = parts[5];
+    ctx->panel = parts[6];
+    ctx->hq = parts[7];
+    ctx->hs = parts[8];
+    ctx->scratch = parts[9];
     *out = ctx;
     return EMB_STATUS_OK;
 }
 
 void emb_context_free(emb_context *ctx) {
     if (!ctx) return;
+    emb_threads_free(ctx->threads);
     emb_dealloc(ctx->arena);
     emb_dealloc(ctx);
 }
+
+int32_t emb_context_threads(const emb_context *ctx) { return ctx ? (int32_t)ctx->n_workers : 0; }
+
+const char *emb_context_kernels(const emb_context *ctx) { return ctx ? ctx->kernels->name : ""; }
 
 size_t emb_context_max_tokens(const emb_context *ctx) { return ctx ? ctx->max_tokens : 0; }
 

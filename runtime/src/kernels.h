@@ -1,12 +1,30 @@
 /*
- * kernels.h — the encoder's compute kernels, and the ONE place where a variant is chosen.
+ * kernels.h — the encoder's compute kernels, and the ONE place where a kernel set is chosen.
  *
- * Every kernel has a plain C reference (kernels.c, suffix _ref). kernels_simd128.c (suffix
- * _simd128) and kernels_relaxed.c (suffix _relaxed) sit beside it for wasm, kernels_x86.c (the
- * GEMM on AVX2, picked at run time) for native x86-64; a variant may leave a kernel to the one
- * below it. All variants give bit-identical results: the int8 block sums
- * are exact integers, and every float reduction follows the order the reference spells out
- * (4 lanes, k mod 4, combined as (l0 + l2) + (l1 + l3)). tests/runtime checks this.
+ * Every kernel has a plain C reference (kernels.c, suffix _ref). Beside it:
+ *
+ *   wasm, fixed when the module is built:
+ *     kernels_simd128.c  (_simd128)   SIMD128, every kernel
+ *     kernels_relaxed.c  (_relaxed)   the GEMM on relaxed SIMD; the rest from SIMD128
+ *   native, chosen at run time (EMB_NATIVE_KERNEL_SETS below, best first):
+ *     kernels_avx512.c   "avx512-vnni"   x86-64 AVX-512 VNNI: every kernel on zmm
+ *     kernels_x86.c      "avx-vnni"      x86-64 AVX-VNNI (VEX vpdpbusd) GEMM + the AVX2 float kernels
+ *                        "avx2"          x86-64 AVX2 GEMM (vpmaddubsw) + the AVX2 float kernels
+ *     kernels_neon.c     "neon-dotprod"  ARM64 sdot GEMM + NEON float kernels
+ *                        "neon"          ARM64 NEON float kernels, reference GEMM
+ *     kernels_select.c   "reference"     the _ref kernels
+ *
+ * A native kernel set is used when the CPU and OS support it (its `supported` test: cpuid and
+ * XGETBV on x86-64, getauxval(AT_HWCAP) on Linux ARM64) AND it passes a self-check against the
+ * reference, bit for bit, when the library first needs kernels (kernels_select.c). The library is
+ * compiled for the baseline instruction set; each set's instructions sit behind per-function
+ * target attributes, so a CPU without them never executes one. Adding an instruction set is one
+ * new file defining an emb_kernels table, plus its line in EMB_NATIVE_KERNEL_SETS.
+ *
+ * All variants give bit-identical results: the int8 block sums are exact integers, and every
+ * float reduction follows the order the reference spells out (4 lanes, index mod 4, combined as
+ * (l0 + l2) + (l1 + l3)); nothing is fused into an FMA (-ffp-contract=off). tests/runtime checks
+ * each set against the reference, natively and in wasm.
  *
  * Shapes: M rows (tokens), K inputs, N outputs, C hidden, D head size, n tokens of a sequence.
  */
@@ -21,14 +39,17 @@
 #define EMB_KERNELS_REF 0
 #define EMB_KERNELS_SIMD128 1
 #define EMB_KERNELS_RELAXED 2
+#define EMB_KERNELS_NATIVE 3
 
 #ifndef EMB_KERNELS
 #if defined(__wasm_relaxed_simd__)
 #define EMB_KERNELS EMB_KERNELS_RELAXED
 #elif defined(__wasm_simd128__)
 #define EMB_KERNELS EMB_KERNELS_SIMD128
-#else
+#elif defined(__wasm__)
 #define EMB_KERNELS EMB_KERNELS_REF
+#else
+#define EMB_KERNELS EMB_KERNELS_NATIVE
 #endif
 #endif
 
@@ -44,15 +65,6 @@ void emb_gelu_ref(float *x, size_t n);
 /* One sequence of n tokens, every head: qkv (n, 3C) → out (n, C); scores: n floats of scratch. */
 void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores);
 
-#if EMB_KERNELS == EMB_KERNELS_REF && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define EMB_KERNELS_X86 1
-/* kernels_x86.c: AVX-512 VNNI, AVX2 or _ref, as the CPU allows (checked per call: a load of
-   a global). emb_x86_level: 2 VNNI, 1 AVX2, 0 neither; _at runs a given level (for tests). */
-void emb_gemm_q8_x86(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
-void emb_gemm_q8_x86_at(int level, const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y,
-                        size_t ldy);
-int emb_x86_level(void);
-#endif
 #if defined(__wasm_simd128__)
 void emb_quantize_rows_simd128(const float *x, size_t m, size_t k, int8_t *q, float *s);
 /* the same codes, widened to 16 bits: the SIMD128 GEMM splats four of them with one load */
@@ -79,34 +91,50 @@ typedef int16_t emb_qx;
 typedef int8_t emb_qx;
 #endif
 
-#if EMB_KERNELS == EMB_KERNELS_RELAXED
-#define emb_quantize_rows emb_quantize_rows_simd128
-#define emb_gemm_q8 emb_gemm_q8_relaxed
-#define emb_layernorm emb_layernorm_simd128
-#define emb_gelu emb_gelu_simd128
-#define emb_attention emb_attention_simd128
-#define EMB_KERNELS_NAME "relaxed-simd"
-#elif EMB_KERNELS == EMB_KERNELS_SIMD128
-#define emb_quantize_rows emb_quantize_rows16_simd128
-#define emb_gemm_q8 emb_gemm_q8_simd128
-#define emb_layernorm emb_layernorm_simd128
-#define emb_gelu emb_gelu_simd128
-#define emb_attention emb_attention_simd128
-#define EMB_KERNELS_NAME "simd128"
-#elif defined(EMB_KERNELS_X86)
-#define emb_quantize_rows emb_quantize_rows_ref
-#define emb_gemm_q8 emb_gemm_q8_x86
-#define emb_layernorm emb_layernorm_ref
-#define emb_gelu emb_gelu_ref
-#define emb_attention emb_attention_ref
-#define EMB_KERNELS_NAME "reference + x86 GEMM (AVX-512 VNNI or AVX2)"
-#else
-#define emb_quantize_rows emb_quantize_rows_ref
-#define emb_gemm_q8 emb_gemm_q8_ref
-#define emb_layernorm emb_layernorm_ref
-#define emb_gelu emb_gelu_ref
-#define emb_attention emb_attention_ref
-#define EMB_KERNELS_NAME "reference"
+/*
+ * A kernel set: what the encoder calls. `attention` runs heads h0 .. h1-1 of one sequence;
+ * scratch holds emb_attention_scratch(n, D) floats. Every entry computes exactly what the
+ * reference computes.
+ */
+typedef struct emb_kernels {
+    const char *name;
+    int (*supported)(void);  /* 1 when this CPU and OS can run the set; NULL: always */
+    void (*quantize_rows)(const float *x, size_t m, size_t k, emb_qx *q, float *s);
+    void (*gemm_q8)(const emb_qx *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
+    void (*layernorm)(float *x, const float *residual, size_t m, size_t c, const float *gamma, const float *beta,
+                      float eps);
+    void (*gelu)(float *x, size_t n);
+    void (*attention)(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1, float *out,
+                      float *scratch);
+} emb_kernels;
+
+/* Floats of attention scratch for one sequence of n tokens and head size d (any kernel set):
+   keys transposed (d, n rounded up to 16) and scores of 4 queries, or the reference's n scores. */
+static inline size_t emb_attention_scratch(size_t n, size_t d) { return (d + 4) * ((n + 15) & ~(size_t)15); }
+
+#if EMB_KERNELS == EMB_KERNELS_NATIVE
+/* The native kernel sets. Each file defines its table on every architecture; a set for another
+   architecture has a `supported` test that answers 0. */
+extern const emb_kernels emb_kernels_avx512vnni, emb_kernels_avxvnni, emb_kernels_avx2;
+extern const emb_kernels emb_kernels_neon_dotprod, emb_kernels_neon, emb_kernels_reference;
+/* Best first: the first set that is supported and passes its self-check is the default. */
+#define EMB_NATIVE_KERNEL_SETS                                                                         \
+    {&emb_kernels_avx512vnni, &emb_kernels_avxvnni, &emb_kernels_avx2, &emb_kernels_neon_dotprod,     \
+     &emb_kernels_neon, &emb_kernels_reference}
+/* Not in the list: the AVX-VNNI GEMM's tile built with the EVEX vpdpbusd of AVX-512 VL, so that a
+   CPU with AVX-512 VNNI but no AVX-VNNI (this project's test machines) still tests that tile. */
+extern const emb_kernels emb_kernels_avxvnni_evex;
+/* The reference's attention for heads h0 .. h1-1 (the native sets fall back to it for head
+   sizes their vectors do not divide). */
+void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
+                             float *out, float *scratch);
 #endif
+
+/* kernels_select.c */
+/* The set to use: `name` (NULL or "" for the default), or NULL when that name is unknown, not
+   supported here, or failed its self-check. Chooses once per process, thread-safe. */
+const emb_kernels *emb_kernels_find(const char *name);
+/* 0 when `k` agrees with the reference bit for bit on the self-check's problems. */
+int emb_kernels_self_check(const emb_kernels *k);
 
 #endif /* EMB_KERNELS_H */

@@ -64,24 +64,36 @@ struct emb_model {
     emb_tokenizer *tokenizer;
 };
 
-/* The run state: one arena, carved at init (engine.c), nothing allocated per call. */
+/* The run state: one arena, carved at init (engine.c), nothing allocated per call. W workers
+   share a call (W = 1 without a pool); each has its own block of the per-worker buffers, and the
+   W blocks of a buffer lie back to back, so that the column-split mode can use them as one
+   (W·R, ·) matrix. */
+struct emb_kernels;
+struct emb_threads;
 struct emb_context {
     const emb_model *model;
+    const struct emb_kernels *kernels;  /* the kernel set (kernels.h) */
+    struct emb_threads *threads; /* the other W - 1 workers; NULL when W = 1 */
+    size_t n_workers;         /* W */
     size_t max_tokens;        /* T max */
     size_t max_seq;           /* longest sequence: min(T max, max_length) */
+    size_t panel_rows;        /* R */
     void *arena;
     float *x;                 /* (T, C)  hidden state */
     float *qkv;               /* (T, 3C) query, key, value of every token */
     float *attn;              /* (T, C)  attention output before its projection */
     void *xq;                 /* (T, C)  emb_qx: quantized input of the next linear layer */
     float *xs;                /* (T, C/32) its block scales */
-    float *panel;             /* (R, max(C, F)) float output of a linear layer for R rows */
-    void *hq;                 /* (R, F)  emb_qx: quantized FFN hidden */
-    float *hs;                /* (R, F/32) */
-    float *scores;            /* (max_seq) attention scores of one query */
+    int32_t *starts;          /* (T + 1) first token of each sequence of the call */
+    float *panel;             /* (W, R, max(C, F)) float output of a linear layer for R rows */
+    void *hq;                 /* (W, R, F)  emb_qx: quantized FFN hidden */
+    float *hs;                /* (W, R, F/32) */
+    float *scratch;           /* (W, emb_attention_scratch(max_seq, D)) attention scratch */
+    size_t scratch_floats;    /* per worker */
 };
 
-#define EMB_PANEL_ROWS 16  /* R */
+#define EMB_PANEL_ROWS 16  /* R in wasm builds */
+#define EMB_NATIVE_PANEL_ROWS 32  /* R in native builds */
 
 /* engine.c: emb_model_init with the data checksum optional (verify_crc = 0 lets a fuzzer reach
    the checks that come after it). */

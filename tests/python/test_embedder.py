@@ -29,6 +29,7 @@ from edgembed.embedder import (
 )
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "all-minilm-l6-v2.json"
+NO_NATIVE = (False, "the native engine (libedgembed.so) is not in this installation")
 NO_CUDA = (False, "onnxruntime has no CUDA provider (pip install 'edgembed[cuda]')")
 LONG = "word " * 400
 
@@ -77,11 +78,13 @@ def test_load_by_name_with_auto_backend(
 ) -> None:
     monkeypatch.setenv("EDGEMBED_HOME", str(edgembed_home))
     monkeypatch.setattr("edgembed.embedder._cuda_state", lambda _requested: NO_CUDA)
+    monkeypatch.setattr("edgembed.embedder._native_state", lambda _requested: NO_NATIVE)
     with caplog.at_level(logging.INFO, logger="edgembed"):
         e = Embedder.load()
     assert caplog.records == []  # exported already: nothing to announce
     assert (e.model_name, e.variant, e.backend) == ("all-minilm-l6-v2", "int8", "onnx")
     assert e.backend_reason.startswith("auto: CPU because onnxruntime has no CUDA provider")
+    assert e.backend_reason.endswith(f"no native engine: {NO_NATIVE[1]}")
     assert "variant='int8'" in repr(e) and "backend='onnx'" in repr(e)
     assert "reason=\"auto: CPU because" in repr(e)
 
@@ -136,6 +139,42 @@ def test_choose_backend_auto_without_cuda() -> None:
     assert (c.backend, c.variant, c.max_batch_tokens, c.device) == (
         "onnx", "int8", CPU_BATCH_TOKENS, "cpu")
     assert c.reason == f"auto: CPU because {NO_CUDA[1]}"
+
+
+def test_choose_backend_auto_prefers_the_native_engine_for_int8() -> None:
+    c = choose_backend("auto", None, cuda=NO_CUDA, native=(True, "native engine with avx2"))
+    assert (c.backend, c.variant, c.device) == ("native", "int8", "cpu")
+    assert c.reason == "auto: native engine with avx2"
+    c = choose_backend("auto", "fp32", cuda=NO_CUDA, native=(True, "native engine"))
+    assert c.backend == "onnx"
+    assert choose_backend("auto", None, cuda=(True, "ok"), native=(True, "x")).backend == "cuda"
+    assert choose_backend("native", None, cuda=NO_CUDA).backend == "native"
+    with pytest.raises(InputError, match="int8"):
+        choose_backend("native", "fp32", cuda=NO_CUDA)
+
+
+def test_load_with_the_native_backend(
+    edgembed_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import shutil
+
+    from edgembed.backends.native import native_available
+
+    ok, why = native_available()
+    if not ok:
+        pytest.skip(why)
+    # a home of its own (hard links: instant), since loading writes the engine bundle there
+    home = tmp_path / "home"
+    shutil.copytree(edgembed_home, home, copy_function=os.link)
+    monkeypatch.setenv("EDGEMBED_HOME", str(home))
+    monkeypatch.setattr("edgembed.embedder._cuda_state", lambda _requested: NO_CUDA)
+    auto = Embedder.load(backend="auto")
+    assert auto.backend == "native" and auto.backend_reason.startswith("auto: native engine")
+    onnx = Embedder.load(backend="onnx")
+    texts = ["a short query", "and a somewhat longer passage about int8 kernels " * 5]
+    cos = (auto.embed(texts) * onnx.embed(texts)).sum(1)
+    assert cos.min() >= 0.9999  # the same int8 scheme; onnxruntime rounds activations its own way
 
 
 def test_choose_backend_auto_with_cuda() -> None:

@@ -125,30 +125,33 @@ static void test_gemm(void) {
         }
     }
     CHECK(exact, "gemm_q8_ref differs from the scheme's formula");
-#ifdef EMB_KERNELS_X86
-    /* the AVX2 GEMM against the reference, bit for bit, on several shapes */
+#if EMB_KERNELS == EMB_KERNELS_NATIVE
+    /* every native kernel set this CPU runs against the reference, bit for bit, on several shapes
+       (tests/runtime/test_native.c checks the other kernels, threads and whole models) */
+    static const emb_kernels *const sets[] = EMB_NATIVE_KERNEL_SETS;
     int shapes[][3] = {{1, 4, 32}, {3, 8, 64}, {7, 12, 96}, {16, 1152, 384}, {5, 384, 1536}};
-    int same = 1;
-    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int mm = shapes[s][0], nn = shapes[s][1], kk = shapes[s][2];
-        int8_t *wq = malloc((size_t)(nn * kk)), *xx = malloc((size_t)(mm * kk));
-        float *wsc = malloc(sizeof(float) * (size_t)(nn * kk / 32)), *xsc = malloc(sizeof(float) * (size_t)(mm * kk / 32));
-        float *b2 = malloc(sizeof(float) * (size_t)nn), *y1 = malloc(sizeof(float) * (size_t)(mm * nn)),
-              *y2 = malloc(sizeof(float) * (size_t)(mm * nn));
-        for (int i = 0; i < nn * kk; i++) wq[i] = (int8_t)((int)(rng() % 255) - 127);
-        for (int i = 0; i < mm * kk; i++) xx[i] = (int8_t)((int)(rng() % 255) - 127);
-        for (int i = 0; i < nn * kk / 32; i++) wsc[i] = frand(0, 0.05f);
-        for (int i = 0; i < mm * kk / 32; i++) xsc[i] = frand(0, 0.2f);
-        for (int i = 0; i < nn; i++) b2[i] = frand(-1, 1);
-        emb_linear l2 = {wq, wsc, b2, nn, kk};
-        emb_gemm_q8_ref(xx, xsc, (size_t)mm, &l2, y1, (size_t)nn);
-        for (int level = 1; level <= emb_x86_level(); level++) {
-            emb_gemm_q8_x86_at(level, xx, xsc, (size_t)mm, &l2, y2, (size_t)nn);
+    for (unsigned v = 0; v < sizeof sets / sizeof sets[0]; v++) {
+        if (sets[v]->supported && !sets[v]->supported()) continue;
+        int same = 1;
+        for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int mm = shapes[s][0], nn = shapes[s][1], kk = shapes[s][2];
+            int8_t *wq = malloc((size_t)(nn * kk)), *xx = malloc((size_t)(mm * kk));
+            float *wsc = malloc(sizeof(float) * (size_t)(nn * kk / 32)), *xsc = malloc(sizeof(float) * (size_t)(mm * kk / 32));
+            float *b2 = malloc(sizeof(float) * (size_t)nn), *y1 = malloc(sizeof(float) * (size_t)(mm * nn)),
+                  *y2 = malloc(sizeof(float) * (size_t)(mm * nn));
+            for (int i = 0; i < nn * kk; i++) wq[i] = (int8_t)((int)(rng() % 255) - 127);
+            for (int i = 0; i < mm * kk; i++) xx[i] = (int8_t)((int)(rng() % 255) - 127);
+            for (int i = 0; i < nn * kk / 32; i++) wsc[i] = frand(0, 0.05f);
+            for (int i = 0; i < mm * kk / 32; i++) xsc[i] = frand(0, 0.2f);
+            for (int i = 0; i < nn; i++) b2[i] = frand(-1, 1);
+            emb_linear l2 = {wq, wsc, b2, nn, kk};
+            emb_gemm_q8_ref(xx, xsc, (size_t)mm, &l2, y1, (size_t)nn);
+            sets[v]->gemm_q8(xx, xsc, (size_t)mm, &l2, y2, (size_t)nn);
             if (memcmp(y1, y2, sizeof(float) * (size_t)(mm * nn)) != 0) same = 0;
+            free(wq), free(xx), free(wsc), free(xsc), free(b2), free(y1), free(y2);
         }
-        free(wq), free(xx), free(wsc), free(xsc), free(b2), free(y1), free(y2);
+        CHECK(same, "%s GEMM differs from the reference", sets[v]->name);
     }
-    CHECK(same, "x86 GEMM (level %d) differs from the reference", emb_x86_level());
 #endif
 }
 
@@ -408,6 +411,56 @@ static void test_bundle_errors(void) {
 
 static int vectors_equal(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
+/* The same batch through contexts with every available kernel set and 1-4 threads, split by rows
+   (the whole batch) and by columns (a batch of a few tokens): every vector must be identical. */
+static void check_threads_and_kernels(emb_model *m, const int32_t *ids, const int32_t *lens, int n_seqs,
+                                      const char *what) {
+    emb_model_info info;
+    emb_model_get_info(m, &info);
+    size_t c = (size_t)info.dim, total = 0;
+    for (int s = 0; s < n_seqs; s++) total += (size_t)lens[s];
+    float *want = malloc(sizeof(float) * c * (size_t)n_seqs), *got = malloc(sizeof(float) * c * (size_t)n_seqs);
+    emb_context *base = NULL;
+    CHECK(emb_context_init_ex(&base, m, total, 1, "reference") == EMB_STATUS_OK, "reference context");
+    CHECK(emb_context_encode(base, ids, lens, (size_t)n_seqs, EMB_POOLING_MEAN, 0, want, c * (size_t)n_seqs) ==
+              EMB_STATUS_OK, "reference encode");
+    char names[256];
+    snprintf(names, sizeof names, "%s", emb_kernels_available());
+    int same = 1, tried = 0;
+    for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
+        for (int threads = 1; threads <= 4; threads++) {
+            /* a real-size model: fewer contexts (this also runs under qemu), the slow reference once */
+            int big = info.dim > 64;
+            if (big && (threads == 2 || threads == 4 || (threads > 1 && strcmp(name, "reference") == 0))) continue;
+            emb_context *ctx = NULL;
+            if (emb_context_init_ex(&ctx, m, total, threads, name) != EMB_STATUS_OK) {
+                CHECK(0, "%s: context with %s and %d threads", what, name, threads);
+                continue;
+            }
+            CHECK(emb_context_threads(ctx) == threads && strcmp(emb_context_kernels(ctx), name) == 0, "context says");
+            /* the whole batch (rows), then the first sequences alone (few tokens: columns) */
+            emb_context_encode(ctx, ids, lens, (size_t)n_seqs, EMB_POOLING_MEAN, 0, got, c * (size_t)n_seqs);
+            if (memcmp(want, got, sizeof(float) * c * (size_t)n_seqs) != 0) same = 0;
+            size_t off = 0;
+            for (int s = 0; s < n_seqs && s < 3; s++) {
+                emb_context_encode(ctx, ids + off, lens + s, 1, EMB_POOLING_MEAN, 0, got, c);
+                if (memcmp(want + (size_t)s * c, got, sizeof(float) * c) != 0) same = 0;
+                off += (size_t)lens[s];
+            }
+            tried++;
+            emb_context_free(ctx);
+        }
+    }
+    CHECK(same && tried >= 3, "%s: vectors differ across kernel sets or thread counts (%d contexts)", what, tried);
+    emb_context *ctx = NULL;
+    CHECK(emb_context_init_ex(&ctx, m, total, 2, "no-such-kernels") == EMB_STATUS_UNSUPPORTED && !ctx,
+          "unknown kernel set refused");
+    CHECK(emb_context_init_ex(&ctx, m, total, -1, NULL) == EMB_STATUS_INVALID_ARGUMENT, "negative threads");
+    CHECK(emb_context_init_ex(&ctx, m, total, 65, NULL) == EMB_STATUS_INVALID_ARGUMENT, "too many threads");
+    emb_context_free(base);
+    free(want), free(got);
+}
+
 /* Encodes sequences one by one and in random batch compositions; results must be bit-identical. */
 static void check_batch_invariance(emb_model *m, int n_seqs, int max_len, int trials, const char *what) {
     emb_model_info info;
@@ -451,6 +504,14 @@ static void check_batch_invariance(emb_model *m, int n_seqs, int max_len, int tr
         }
     }
     CHECK(invariant, "%s: a vector changed with its batch", what);
+    {
+        size_t off = 0;
+        for (int s = 0; s < n_seqs; s++) {
+            memcpy(bids + off, ids + s * max_len, sizeof(int32_t) * (size_t)lens[s]);
+            off += (size_t)lens[s];
+        }
+        check_threads_and_kernels(m, bids, lens, n_seqs, what);
+    }
     float norm = 0;
     for (size_t j = 0; j < c; j++) norm += alone[j] * alone[j];
     CHECK(fabsf(norm - 1.0f) < 1e-5f, "%s: normalized (|v|^2 = %g)", what, (double)norm);
@@ -577,7 +638,7 @@ int main(int argc, char **argv) {
     test_bundle_errors();
     test_tiny_model();
     if (argc > 1) test_real_bundle(argv[1]);
-    printf("kernels: %s\n", EMB_KERNELS_NAME);
+    printf("kernels: %s\n", emb_kernels_available());
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

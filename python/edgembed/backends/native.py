@@ -1,0 +1,459 @@
+"""The C engine compiled for this CPU (``libedgembed.so``), called through ctypes.
+
+This is the fast, accurate int8 CPU backend: the same engine, bundle and arithmetic as the wasm
+builds (the vectors are bit-identical to theirs), on the host's own vector instructions
+(AVX-512 VNNI, AVX-VNNI, AVX2 on x86-64; NEON with or without the dot product on ARM64), picked
+by the library at run time after a self-check against its reference kernels.
+
+Where the library comes from (``find_library``): the argument, ``$EDGEMBED_NATIVE_LIB``, the
+installed package's ``edgembed/_native/`` folder (platform wheels carry it), or a source
+checkout's ``build/native/`` (``./build.sh native``). Before loading, the file's ELF header is
+checked against this machine, so a library for another architecture or a damaged file gives a
+clear ``BackendUnavailable`` instead of a crash; the library itself is compiled for the baseline
+instruction set and only runs the vector code the CPU reports, so a CPU without AVX2 or the dot
+product gets slower kernels, never an illegal instruction.
+
+Calls: token ids go in as one packed int32 array and vectors are written by the engine straight
+into the numpy result (no copy); ctypes releases the GIL for the duration of each call. The
+engine's own thread pool (``threads``, default: the cores this process may use) splits every
+call, so there is no point in calling one backend from several threads at once: calls are
+serialized by a lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import os
+import platform
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import BackendUnavailable, BundleError, EngineError, InputError, InputTooLong
+
+__all__ = ["NativeBackend", "NativeLibrary", "find_library", "load_library", "native_available"]
+
+_OK, _INVALID, _BUFFER_TOO_SMALL, _UNSUPPORTED, _TOO_LONG = 0, 1, 3, 8, 9
+_BUNDLE_STATUSES = {4, 5, 6, 7, 8}  # bad magic, bad version, truncated, corrupt, unsupported
+_POOLING_MODEL = 0
+_MAX_THREADS = 64
+_LIB_NAME = "libedgembed.so"
+
+# ELF e_machine values of the architectures the engine is built for
+_ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64"}
+_MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64"}
+
+
+def _this_machine() -> str:
+    m = platform.machine().lower()
+    return _MACHINE_ALIASES.get(m, m)
+
+
+def find_library(explicit: Path | str | None = None) -> Path:
+    """Where libedgembed.so is: the argument, ``$EDGEMBED_NATIVE_LIB``, the installed package's
+    ``_native`` folder, or a source checkout's ``build/native`` (then ``build/native-<arch>``)."""
+    here = Path(__file__).resolve()
+    env = os.environ.get("EDGEMBED_NATIVE_LIB")
+    if explicit is not None or env:
+        path = Path(explicit if explicit is not None else str(env))
+        if not path.is_file():
+            raise BackendUnavailable(f"the native engine library {path} does not exist")
+        return path
+    candidates = [
+        here.parents[1] / "_native" / _LIB_NAME,
+        here.parents[3] / "build" / "native" / _LIB_NAME,
+        here.parents[3] / "build" / f"native-{_this_machine()}" / _LIB_NAME,
+    ]
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise BackendUnavailable(
+        "the native engine (libedgembed.so) is not in this installation (looked in "
+        "$EDGEMBED_NATIVE_LIB, the package's _native folder and build/native): install a "
+        "platform wheel of edgembed, or build it from a source checkout with `./build.sh "
+        "native`; backend='onnx' works meanwhile"
+    )
+
+
+def check_library_file(path: Path) -> None:
+    """Refuse, with a clear message, a file that is not a 64-bit little-endian ELF shared
+    library for this machine's architecture (before dlopen sees it)."""
+    if sys.platform != "linux":
+        raise BackendUnavailable(
+            f"the native engine is built for Linux; this is {sys.platform}: use backend='onnx'"
+        )
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise BackendUnavailable(f"cannot read the native engine {path}: {exc}") from None
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        raise BackendUnavailable(
+            f"{path} is not a shared library (no ELF header: a damaged or partial file); "
+            "reinstall edgembed or rebuild it with `./build.sh native`"
+        )
+    if head[4] != 2 or head[5] != 1:
+        raise BackendUnavailable(f"{path} is not a 64-bit little-endian library")
+    machine = int.from_bytes(head[18:20], "little")
+    built_for = _ELF_MACHINES.get(machine, f"ELF machine {machine:#x}")
+    if built_for != _this_machine():
+        raise BackendUnavailable(
+            f"{path} was built for {built_for}, but this machine is {_this_machine()}: install "
+            "the wheel for this platform or rebuild with `./build.sh native`"
+        )
+    damaged = (f"{path} is damaged (shorter than its segments, or not matching its recorded "
+               "sha256); reinstall edgembed or rebuild it with `./build.sh native`")
+    # dlopen maps every loadable segment from the file: one that ends past the end of a
+    # truncated file would be a SIGBUS inside dlopen, so check them first
+    size = path.stat().st_size
+    phoff = int.from_bytes(head[32:40], "little")
+    phentsize, phnum = int.from_bytes(head[54:56], "little"), int.from_bytes(head[56:58], "little")
+    if phentsize < 56 or phoff + phentsize * phnum > size:
+        raise BackendUnavailable(damaged)
+    with open(path, "rb") as f:
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    for i in range(phnum):
+        ph = table[i * phentsize : (i + 1) * phentsize]
+        if int.from_bytes(ph[0:4], "little") == 1:  # PT_LOAD
+            offset, filesz = int.from_bytes(ph[8:16], "little"), int.from_bytes(ph[32:40], "little")
+            if offset + filesz > size:
+                raise BackendUnavailable(damaged)
+    # a wheel records the library's sha256 beside it
+    recorded = path.with_name(path.name + ".sha256")
+    if recorded.is_file():
+        import hashlib
+
+        want = recorded.read_text(encoding="ascii", errors="replace").split()[:1]
+        if not want or hashlib.sha256(path.read_bytes()).hexdigest() != want[0].lower():
+            raise BackendUnavailable(damaged)
+
+
+class _ModelInfo(ctypes.Structure):
+    _fields_ = [
+        (n, ctypes.c_int32)
+        for n in (
+            "dim",
+            "n_layers",
+            "n_heads",
+            "ffn_dim",
+            "vocab_size",
+            "max_length",
+            "pooling",
+            "normalize",
+            "version",
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class NativeLibrary:
+    """A loaded libedgembed.so with its functions typed, and what its self-check found."""
+
+    path: Path
+    cdll: ctypes.CDLL
+    kernels: tuple[str, ...]  # the kernel sets this CPU runs and that passed, best first
+
+    @property
+    def best_kernels(self) -> str:
+        return self.kernels[0]
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c_void_p, c_size_t = ctypes.c_void_p, ctypes.c_size_t
+    c_int, c_int32 = ctypes.c_int, ctypes.c_int32
+    p_void = ctypes.POINTER(c_void_p)
+    sigs: dict[str, tuple[list[Any], Any]] = {
+        "emb_status_str": ([c_int], ctypes.c_char_p),
+        "emb_model_init": ([p_void, c_void_p, c_size_t], c_int),
+        "emb_model_free": ([c_void_p], None),
+        "emb_model_get_info": ([c_void_p, c_void_p], None),
+        "emb_model_get_meta": ([c_void_p, ctypes.c_char_p, ctypes.POINTER(c_size_t)], c_void_p),
+        "emb_model_tokenize": (
+            [c_void_p, ctypes.c_char_p, c_size_t, c_int, c_void_p, c_size_t, c_void_p, c_void_p],
+            c_int,
+        ),
+        "emb_context_init_ex": ([p_void, c_void_p, c_size_t, c_int32, ctypes.c_char_p], c_int),
+        "emb_context_free": ([c_void_p], None),
+        "emb_context_threads": ([c_void_p], c_int32),
+        "emb_context_kernels": ([c_void_p], ctypes.c_char_p),
+        "emb_context_encode": (
+            [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_size_t],
+            c_int,
+        ),
+        "emb_kernels_available": ([], ctypes.c_char_p),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> NativeLibrary:
+    p = Path(path)
+    check_library_file(p)
+    try:
+        cdll = ctypes.CDLL(path)
+    except OSError as exc:
+        raise BackendUnavailable(
+            f"cannot load the native engine {path}: {exc}; rebuild it with `./build.sh native`"
+        ) from None
+    try:
+        _declare(cdll)
+    except AttributeError as exc:
+        raise BackendUnavailable(
+            f"{path} is an older or foreign build of the engine ({exc}); rebuild it with "
+            "`./build.sh native`"
+        ) from None
+    kernels = tuple(cdll.emb_kernels_available().decode().split())
+    if not kernels:
+        raise BackendUnavailable(f"{path}: no kernel set passed the engine's self-check")
+    return NativeLibrary(p, cdll, kernels)
+
+
+def load_library(path: Path | str | None = None) -> NativeLibrary:
+    """Find, check and load libedgembed.so once per process (runs its kernel self-check)."""
+    return _load(str(find_library(path).resolve()))
+
+
+def native_available(path: Path | str | None = None) -> tuple[bool, str]:
+    """Whether the native backend should be picked automatically here, and why (not).
+
+    Yes when the library loads and a vectorized kernel set passed its self-check; the plain C
+    reference alone is correct but slower than onnxruntime, so it does not count.
+    """
+    try:
+        lib = load_library(path)
+    except BackendUnavailable as exc:
+        return False, str(exc)
+    if lib.best_kernels == "reference":
+        return False, "the native engine has no vector kernels for this CPU (reference only)"
+    return True, f"native engine with {lib.best_kernels} kernels ({lib.path})"
+
+
+def _default_threads() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, _MAX_THREADS))
+
+
+class NativeBackend:
+    """The edgembed engine as a native library. One call at a time (a lock), each call spread
+    over the engine's ``threads``."""
+
+    name = "native"
+    thread_safe = True
+
+    def __init__(
+        self,
+        bundle: Path | str,
+        *,
+        threads: int | None = None,
+        max_tokens: int = 2048,
+        library: Path | str | None = None,
+        kernels: str | None = None,
+    ) -> None:
+        """Load ``bundle`` (.emb). ``threads``: engine threads per call, the caller's included
+        (default: the cores this process may use). ``kernels``: a kernel set name from
+        ``available_kernels`` (default: ``$EDGEMBED_NATIVE_KERNELS`` or the best one).
+        ``max_tokens``: tokens per engine call (bigger batches are cut)."""
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or not 1 <= threads <= _MAX_THREADS):
+            raise InputError(
+                f"threads must be an integer from 1 to {_MAX_THREADS}, not {threads!r}"
+            )
+        self._lib = load_library(library)
+        lib = self._lib.cdll
+        self._c = lib
+        self._lock = threading.Lock()
+        self._model = ctypes.c_void_p()
+        self._ctx = ctypes.c_void_p()
+
+        path = Path(bundle)
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise BundleError(f"{path}: {exc}") from None
+        # the model references the bundle's bytes: keep them alive, 64-byte aligned, read once
+        self._buf = np.empty(size + 64, dtype=np.uint8)
+        off = -self._buf.ctypes.data % 64
+        self._bytes = self._buf[off : off + size]
+        with open(path, "rb") as f:
+            if f.readinto(self._bytes.data) != size:
+                raise BundleError(f"{path}: could not read the whole file")
+        st = lib.emb_model_init(ctypes.byref(self._model), self._bytes.ctypes.data, size)
+        if st != _OK:
+            self._raise(st, str(path))
+        info = _ModelInfo()
+        lib.emb_model_get_info(self._model, ctypes.byref(info))
+        self.dim, self.max_length = int(info.dim), int(info.max_length)
+        self.pooling = "cls" if info.pooling == 2 else "mean"
+        self.normalized_by_model = bool(info.normalize)
+        self.bundle_version = int(info.version)
+        self.bundle_path = path
+
+        self.max_tokens = max(int(max_tokens), self.max_length)
+        n_threads = threads if threads is not None else _default_threads()
+        wanted = kernels or os.environ.get("EDGEMBED_NATIVE_KERNELS") or None
+        if wanted and wanted not in self._lib.kernels:
+            self.close()
+            raise BackendUnavailable(
+                f"kernel set {wanted!r} is not available here; this CPU runs: "
+                f"{', '.join(self._lib.kernels)}"
+            )
+        st = lib.emb_context_init_ex(
+            ctypes.byref(self._ctx), self._model, self.max_tokens, n_threads,
+            wanted.encode() if wanted else None,
+        )
+        if st != _OK:
+            self.close()
+            self._raise(st, "context")
+        self.threads = int(lib.emb_context_threads(self._ctx))
+        self.kernels = lib.emb_context_kernels(self._ctx).decode()
+        self._tok_cap = max(4 * self.max_length, 1024)
+        self._tok = np.empty(self._tok_cap, dtype=np.int32)
+        self._counts = (ctypes.c_size_t * 2)()
+
+    # ── description ──
+
+    @property
+    def library_path(self) -> Path:
+        return self._lib.path
+
+    @property
+    def available_kernels(self) -> tuple[str, ...]:
+        """Kernel sets this CPU runs that passed the self-check, best first."""
+        return self._lib.kernels
+
+    def describe(self) -> str:
+        """One line: kernels, threads, and the library in use."""
+        return (f"native engine: {self.kernels} kernels, {self.threads} thread"
+                f"{'s' if self.threads != 1 else ''} (available: {' '.join(self._lib.kernels)}; "
+                f"{self._lib.path})")
+
+    def __repr__(self) -> str:
+        return (f"NativeBackend(kernels={self.kernels!r}, threads={self.threads}, "
+                f"dim={self.dim}, library={str(self._lib.path)!r})")
+
+    # ── errors ──
+
+    def _raise(self, status: int, what: str) -> None:
+        msg = f"{what}: {self._c.emb_status_str(status).decode()}"
+        if status in _BUNDLE_STATUSES:
+            raise BundleError(msg)
+        if status == _TOO_LONG:
+            raise InputTooLong(msg)
+        raise EngineError(msg)
+
+    # ── the Backend interface ──
+
+    def _tokenize_one(self, text: str, truncate: bool) -> tuple[list[int], int]:
+        data = text.encode("utf-8", errors="surrogatepass")
+        counts = self._counts
+        st = self._c.emb_model_tokenize(self._model, data, len(data), int(truncate),
+                                        self._tok.ctypes.data, self._tok_cap,
+                                        ctypes.byref(counts, 0), ctypes.byref(counts, 8))
+        if st == _TOO_LONG:
+            return [], int(counts[1])
+        if st != _OK:
+            self._raise(st, "tokenize")
+        return self._tok[: counts[0]].tolist(), int(counts[1])
+
+    def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
+        """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
+        out = []
+        with self._lock:
+            for t in texts:
+                ids, full = self._tokenize_one(t, truncate)
+                if not ids:
+                    raise InputTooLong(
+                        f"a text has {full} tokens, more than the model's max_length "
+                        f"{self.max_length}; pass truncate=True or shorten it"
+                    )
+                out.append(ids)
+        return out
+
+    def count_tokens(self, texts: Sequence[str], truncate: bool = True) -> list[int]:
+        """Tokens each text costs the encoder (its full length when truncate is False)."""
+        with self._lock:
+            counts = []
+            for t in texts:
+                ids, full = self._tokenize_one(t, truncate)
+                counts.append(len(ids) if truncate else full)
+        return counts
+
+    def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """Pooled, not normalized vectors (n, dim) of a batch of id sequences."""
+        lengths = np.fromiter((len(s) for s in batch), dtype=np.int32, count=len(batch))
+        ids = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int32,
+                          count=int(lengths.sum()))
+        return self.encode_packed(ids, lengths)
+
+    def encode_packed(
+        self, ids: npt.NDArray[np.int32], lengths: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.float32]:
+        """Like ``encode``, for sequences already packed back to back in one int32 array
+        (``lengths`` ids each): read in place by the engine, no copy."""
+        ids = np.ascontiguousarray(ids, dtype=np.int32)
+        lengths = np.ascontiguousarray(lengths, dtype=np.int32)
+        if lengths.ndim != 1 or ids.ndim != 1 or int(lengths.sum()) != ids.size:
+            raise InputError("ids must be one flat array holding sum(lengths) token ids")
+        n = lengths.size
+        result = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return result
+        too_long = lengths > self.max_length
+        if too_long.any():
+            i = int(np.argmax(too_long))
+            raise InputTooLong(f"a sequence of {int(lengths[i])} tokens exceeds max_length "
+                               f"{self.max_length}")
+        if (lengths < 1).any():
+            raise InputError("every sequence needs at least one token")
+        starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+        with self._lock:
+            if not self._ctx:
+                raise EngineError("this backend is closed")
+            first = 0
+            while first < n:  # calls of at most max_tokens tokens (a sequence is never split)
+                last = first + 1
+                while last < n and starts[last + 1] - starts[first] <= self.max_tokens:
+                    last += 1
+                out = result[first:last]
+                st = self._c.emb_context_encode(
+                    self._ctx, ids.ctypes.data + 4 * int(starts[first]),
+                    lengths.ctypes.data + 4 * first, last - first, _POOLING_MODEL, 0,
+                    out.ctypes.data, out.size,
+                )
+                if st != _OK:
+                    self._raise(st, "encode")
+                first = last
+        return result
+
+    def close(self) -> None:
+        """Free the engine's context (and its threads) and model."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            if getattr(self, "_ctx", None):
+                self._c.emb_context_free(self._ctx)
+                self._ctx = ctypes.c_void_p()
+            if getattr(self, "_model", None):
+                self._c.emb_model_free(self._model)
+                self._model = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown: the library may be gone
+            self.close()

@@ -1,0 +1,237 @@
+"""The native CPU backend (python/edgembed/backends/native.py) on all-MiniLM-L6-v2.
+
+Tokenizer ids against Hugging Face ``tokenizers`` (the reference fixture), vectors against the
+wasm engine (bit-identical expected), the int8 accuracy bar against sentence-transformers, batch
+invariance, every thread count and kernel set giving the same bits, and the refusals: a damaged
+library, one for another architecture, bad arguments. Needs build/native (built here when
+missing, with the system C compiler).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from edgembed.backends.native import (
+    NativeBackend,
+    check_library_file,
+    find_library,
+    load_library,
+    native_available,
+)
+from edgembed.errors import BackendUnavailable, BundleError, InputError, InputTooLong
+from edgembed.export.bundle import write_bundle
+
+REPO = Path(__file__).resolve().parents[2]
+LIB = REPO / "build" / "native" / "libedgembed.so"
+REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
+
+
+@pytest.fixture(scope="session")
+def library() -> Path:
+    if not LIB.exists():
+        if shutil.which("cc") is None:
+            pytest.fail("no C compiler: install gcc or clang, then run runtime/build.sh native")
+        subprocess.run(["bash", str(REPO / "runtime" / "build.sh"), "native"], check=True, cwd=REPO)
+    return LIB
+
+
+@pytest.fixture(scope="session")
+def bundle(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("native-backend") / "all-minilm-l6-v2.emb"
+    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
+    return out
+
+
+@pytest.fixture(scope="session")
+def reference() -> dict:
+    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def backend(library: Path, bundle: Path) -> NativeBackend:
+    return NativeBackend(bundle, threads=2, library=library)
+
+
+def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) / np.linalg.norm(b64, axis=1)
+
+
+def test_describes_its_kernels(backend: NativeBackend, library: Path) -> None:
+    assert backend.name == "native" and backend.dim == 384 and backend.max_length == 256
+    assert backend.threads == 2
+    assert backend.kernels == backend.available_kernels[0]
+    assert backend.available_kernels[-1] == "reference"
+    assert backend.kernels in repr(backend) and "threads=2" in repr(backend)
+    assert "2 threads" in backend.describe() and str(library.resolve()) in backend.describe()
+    ok, why = native_available(library)
+    if backend.kernels == "reference":
+        assert not ok and "reference only" in why
+    else:
+        assert ok and backend.kernels in why
+
+
+def test_tokenizer_matches_hugging_face(backend: NativeBackend, reference: dict) -> None:
+    assert backend.tokenize(reference["texts"]) == reference["token_ids"]
+    assert backend.count_tokens(reference["texts"]) == [len(s) for s in reference["token_ids"]]
+
+
+def test_int8_bar_against_sentence_transformers(backend: NativeBackend, reference: dict) -> None:
+    got = backend.encode(reference["token_ids"])
+    want = np.asarray(reference["embeddings"], dtype=np.float32)
+    cos = cosines(got, want)
+    assert cos.min() >= 0.995, f"min cosine {cos.min():.5f}"
+    assert cos.mean() >= 0.999, f"mean cosine {cos.mean():.5f}"
+
+
+def test_same_vectors_as_the_wasm_engine(
+    backend: NativeBackend, bundle: Path, reference: dict
+) -> None:
+    pytest.importorskip("wasmtime", reason="pip install wasmtime")
+    if not (REPO / "build" / "wasm" / "edgembed.wasm").is_file():
+        pytest.skip("build/wasm not built (./build.sh wasm)")
+    from edgembed.backends.wasm import WasmBackend
+
+    seqs = [s for s in reference["token_ids"] if len(s) <= 80][:48]
+    wasm = WasmBackend(bundle, variant="simd128").encode(seqs)
+    native = backend.encode(seqs)
+    assert cosines(native, wasm).min() >= 0.99999
+    assert np.array_equal(native, wasm)  # the same arithmetic in the same order: the same bits
+
+
+def test_batch_invariance(backend: NativeBackend, reference: dict) -> None:
+    rng = np.random.default_rng(11)
+    seqs = reference["token_ids"]
+    picks = [seqs[i] for i in rng.choice(len(seqs), size=30, replace=False)]
+    alone = np.stack([backend.encode([s])[0] for s in picks])
+    for cut in (1, 7, 30):
+        together = np.concatenate([backend.encode(picks[i : i + cut]) for i in range(0, 30, cut)])
+        assert np.array_equal(alone, together)
+
+
+def test_thread_counts_and_kernel_sets_agree(library: Path, bundle: Path, reference: dict) -> None:
+    seqs = reference["token_ids"][:60]
+    small = [s for s in seqs if len(s) <= 12][:5]  # a few tokens: the column split
+    base = NativeBackend(bundle, threads=1, library=library)
+    want, want_small = base.encode(seqs), base.encode(small)
+    assert base.threads == 1
+    for kernels in base.available_kernels:
+        for threads in (1, 2, 3):
+            if kernels == "reference" and threads > 1:
+                continue
+            b = NativeBackend(bundle, threads=threads, kernels=kernels, library=library)
+            assert b.kernels == kernels and b.threads == threads
+            assert np.array_equal(b.encode(seqs), want), (kernels, threads)
+            assert np.array_equal(np.concatenate([b.encode([s]) for s in small]), want_small)
+            b.close()
+    base.close()
+
+
+def test_packed_input_and_chunking(library: Path, bundle: Path, reference: dict) -> None:
+    b = NativeBackend(bundle, threads=2, library=library, max_tokens=300)
+    seqs = [s for s in reference["token_ids"] if len(s) > 100][:6]  # > 300 tokens: several calls
+    ids = np.concatenate([np.asarray(s, dtype=np.int32) for s in seqs])
+    lengths = np.asarray([len(s) for s in seqs], dtype=np.int32)
+    packed = b.encode_packed(ids, lengths)
+    assert packed.shape == (6, 384) and packed.dtype == np.float32
+    assert np.array_equal(packed, b.encode(seqs))
+    assert np.array_equal(packed[2], b.encode([seqs[2]])[0])
+    assert b.encode([]).shape == (0, 384)
+    with pytest.raises(InputError):
+        b.encode_packed(ids[:-1], lengths)
+    b.close()
+    b.close()  # twice is fine
+
+
+def test_errors(backend: NativeBackend, library: Path, bundle: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputTooLong):
+        backend.tokenize(["word " * 300], truncate=False)
+    assert backend.count_tokens(["word " * 300], truncate=False) == [302]
+    assert backend.count_tokens(["word " * 300]) == [256]
+    assert backend.tokenize(["\udcff broken \ud800"])[0][0] == 101  # lone surrogates do not crash
+    with pytest.raises(InputTooLong):
+        backend.encode([[101] * 257])
+    with pytest.raises(InputError):
+        backend.encode([[]])
+    bad = tmp_path / "bad.emb"
+    bad.write_bytes(b"\x08\0\0\0\0\0\0\0{}      ")
+    with pytest.raises(BundleError, match="not an edgembed bundle"):
+        NativeBackend(bad, library=library)
+    for threads in (0, 65, 1.5, True):
+        with pytest.raises(InputError):
+            NativeBackend(bundle, threads=threads, library=library)  # type: ignore[arg-type]
+    with pytest.raises(BackendUnavailable, match="not available here"):
+        NativeBackend(bundle, kernels="no-such-kernels", library=library)
+
+
+def test_a_bad_library_is_refused_clearly(library: Path, tmp_path: Path) -> None:
+    garbage = tmp_path / "libedgembed.so"
+    garbage.write_bytes(b"this is not a library" * 10)
+    with pytest.raises(BackendUnavailable, match="not a shared library"):
+        load_library(garbage)
+    ok, why = native_available(garbage)
+    assert not ok and "not a shared library" in why
+
+    other = tmp_path / "other-arch.so"  # a valid header for the architecture this machine is not
+    head = bytearray(library.read_bytes()[:4096])
+    machine = int.from_bytes(head[18:20], "little")
+    head[18:20] = (0xB7 if machine == 0x3E else 0x3E).to_bytes(2, "little")
+    other.write_bytes(bytes(head))
+    with pytest.raises(BackendUnavailable, match="was built for"):
+        check_library_file(other)
+
+    cut = tmp_path / "truncated.so"  # the right header, the rest missing (a partial download)
+    cut.write_bytes(library.read_bytes()[:20000])
+    with pytest.raises(BackendUnavailable, match="damaged"):
+        load_library(cut)
+
+    flipped = tmp_path / "flipped" / "libedgembed.so"  # one byte changed, sha256 recorded beside it
+    flipped.parent.mkdir()
+    data = bytearray(library.read_bytes())
+    (flipped.parent / "libedgembed.so.sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
+    data[len(data) // 2] ^= 0x40
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(BackendUnavailable, match="damaged"):
+        load_library(flipped)
+
+    notlib = tmp_path / "notlib.so"  # a whole, valid ELF file that dlopen cannot load
+    notlib.write_bytes((REPO / "build" / "native" / "test_native").read_bytes()
+                       if (REPO / "build" / "native" / "test_native").is_file() else b"")
+    if notlib.stat().st_size:
+        with pytest.raises(BackendUnavailable, match=r"cannot load|older or foreign"):
+            load_library(notlib)
+
+    with pytest.raises(BackendUnavailable, match="does not exist"):
+        find_library(tmp_path / "missing.so")
+
+
+def test_library_found_from_the_environment(library: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEMBED_NATIVE_LIB", str(library))
+    assert find_library() == library
+    monkeypatch.delenv("EDGEMBED_NATIVE_LIB")
+    assert find_library().name == "libedgembed.so"
+
+
+def test_cross_built_library_gives_the_same_vectors(
+    backend: NativeBackend, bundle: Path, reference: dict
+) -> None:
+    """The zig-built library (runtime/build.sh cross), when present, agrees with the gcc one."""
+    import platform
+
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(),
+                                                        platform.machine().lower())
+    cross = REPO / "build" / f"native-{arch}" / "libedgembed.so"
+    if not cross.is_file():
+        pytest.skip(f"{cross} not built (runtime/build.sh cross)")
+    seqs = reference["token_ids"][:20]
+    other = NativeBackend(bundle, threads=1, library=cross)
+    assert np.array_equal(other.encode(seqs), backend.encode(seqs))
+    other.close()

@@ -1,0 +1,251 @@
+/*
+ * test_native.c — the native kernel sets and the thread pool.
+ *
+ *   test_native            every kernel set this CPU runs (and the test-only AVX-VNNI tile on
+ *                          EVEX) against the reference, bit for bit, on random shapes including
+ *                          every tail; the self-check; the pool under many loops and sizes
+ *
+ * (tests/runtime/test_engine.c checks whole models: the same vectors for every kernel set, thread
+ * count and split.) Prints one line per failure and ends with "N passed, N failed".
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "edgembed.h"
+#include "emb_math.h"
+#include "kernels.h"
+#include "model.h"
+#include "threads.h"
+
+static int n_pass, n_fail;
+
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        if (cond) {                                     \
+            n_pass++;                                   \
+        } else {                                        \
+            n_fail++;                                   \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+        }                                               \
+    } while (0)
+
+static uint64_t rng_state = 0x853C49E6748FEA9Bull;
+static uint32_t rng(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rng() & 0xFFFFFF) / 16777216.0f; }
+static size_t urand(size_t lo, size_t hi) { return lo + rng() % (uint32_t)(hi - lo + 1); }
+
+static const emb_kernels *const sets[] = EMB_NATIVE_KERNEL_SETS;
+static const emb_kernels *all_sets[8];
+static int n_sets;
+
+static int runs_here(const emb_kernels *k) { return !k->supported || k->supported(); }
+
+/* ── GEMM ──────────────────────────────────────────────────────────────────────────── */
+
+static void test_gemm_shapes(const emb_kernels *k) {
+    int bad = 0, trials = 40;
+    for (int t = 0; t < trials; t++) {
+        size_t m = urand(1, 70), n = 4 * urand(1, 40), kk = 32 * urand(1, t % 8 == 0 ? 80 : 12);
+        size_t nb = kk / 32;
+        int8_t *wq = malloc(n * kk), *xq = malloc(m * kk);
+        float *ws = malloc(4 * n * nb), *xs = malloc(4 * m * nb), *bias = malloc(4 * n);
+        float *y1 = malloc(4 * m * (n + 3)), *y2 = malloc(4 * m * (n + 3));
+        for (size_t i = 0; i < n * kk; i++) wq[i] = (int8_t)((int)(rng() % 255) - 127);
+        for (size_t i = 0; i < m * kk; i++) xq[i] = (int8_t)((int)(rng() % 255) - 127);
+        if (t % 5 == 0) memset(xq, 127, kk);  /* extreme codes: the +128 offset's worst case */
+        if (t % 7 == 0) memset(xq, 0x81, kk); /* -127 */
+        for (size_t i = 0; i < n * nb; i++) ws[i] = frand(0.0f, 0.05f);
+        for (size_t i = 0; i < m * nb; i++) xs[i] = t % 9 == 0 && i % 3 == 0 ? 0.0f : frand(0.0f, 0.2f);
+        for (size_t i = 0; i < n; i++) bias[i] = frand(-1.0f, 1.0f);
+        size_t ldy = n + (size_t)(t % 3);  /* a row stride wider than N, as the column split uses */
+        memset(y1, 0, 4 * m * ldy);
+        memset(y2, 0, 4 * m * ldy);
+        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk};
+        emb_gemm_q8_ref(xq, xs, m, &lin, y1, ldy);
+        k->gemm_q8(xq, xs, m, &lin, y2, ldy);
+        if (memcmp(y1, y2, 4 * m * ldy) != 0) {
+            bad++;
+            printf("  %s GEMM m=%zu n=%zu k=%zu ldy=%zu differs\n", k->name, m, n, kk, ldy);
+        }
+        free(wq), free(xq), free(ws), free(xs), free(bias), free(y1), free(y2);
+    }
+    CHECK(bad == 0, "%s: %d of %d GEMM shapes differ from the reference", k->name, bad, trials);
+}
+
+/* ── float kernels ─────────────────────────────────────────────────────────────────── */
+
+static float special(void) {
+    switch (rng() % 16) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return emb_bits_to_float(0x00000001u);  /* the smallest subnormal */
+    case 3: return 3.0e38f;
+    case 4: return -3.0e38f;
+    default: return frand(-50.0f, 50.0f);
+    }
+}
+
+static void test_float_kernels(const emb_kernels *k) {
+    int bad_q = 0, bad_ln = 0, bad_gelu = 0;
+    for (int t = 0; t < 30; t++) {
+        size_t m = urand(1, 9), c = 32 * urand(1, 24);
+        float *x1 = malloc(4 * m * c), *x2 = malloc(4 * m * c), *res = malloc(4 * m * c);
+        float *g = malloc(4 * c), *b = malloc(4 * c), *s1 = malloc(4 * m * c / 32), *s2 = malloc(4 * m * c / 32);
+        int8_t *q1 = malloc(m * c), *q2 = malloc(m * c);
+        float spread = t % 4 == 0 ? 1e-30f : t % 4 == 1 ? 1.0f : 1000.0f;
+        for (size_t i = 0; i < m * c; i++) {
+            x1[i] = x2[i] = t % 6 == 5 ? special() : frand(-spread, spread);
+            res[i] = frand(-1.0f, 1.0f);
+        }
+        for (size_t i = 0; i < c; i++) {
+            g[i] = frand(0.5f, 1.5f);
+            b[i] = frand(-0.3f, 0.3f);
+        }
+        if (t % 3 == 0) {
+            for (size_t i = 0; i < 32; i++) x1[i] = x2[i] = 0.0f;  /* a block of zeros */
+        }
+        if (t % 10 == 7) x1[1] = x2[1] = NAN, x1[2] = x2[2] = INFINITY;
+        emb_quantize_rows_ref(x1, m, c, q1, s1);
+        k->quantize_rows(x2, m, c, (emb_qx *)q2, s2);
+        if (memcmp(q1, q2, m * c) || memcmp(s1, s2, 4 * m * c / 32)) bad_q++;
+        if (t % 10 != 7) {
+            emb_gelu_ref(x1, m * c);
+            k->gelu(x2, m * c);
+            if (memcmp(x1, x2, 4 * m * c)) bad_gelu++;
+            const float *r = t % 2 ? res : NULL;
+            float eps = t % 2 ? 1e-12f : 1e-5f;
+            emb_layernorm_ref(x1, r, m, c, g, b, eps);
+            k->layernorm(x2, r, m, c, g, b, eps);
+            if (memcmp(x1, x2, 4 * m * c)) bad_ln++;
+        }
+        free(x1), free(x2), free(res), free(g), free(b), free(s1), free(s2), free(q1), free(q2);
+    }
+    CHECK(bad_q == 0, "%s: quantize differs (%d cases)", k->name, bad_q);
+    CHECK(bad_gelu == 0, "%s: GELU differs (%d cases)", k->name, bad_gelu);
+    CHECK(bad_ln == 0, "%s: LayerNorm differs (%d cases)", k->name, bad_ln);
+}
+
+static void test_attention(const emb_kernels *k) {
+    /* (n, C, H): head sizes 32, 48, 64, 16 and 12 (not a multiple of any vector: the fallback) */
+    static const size_t shapes[][3] = {{1, 64, 2},  {2, 64, 2},   {3, 48, 1},  {5, 128, 2}, {16, 64, 2},
+                                       {17, 64, 2}, {33, 384, 12}, {64, 32, 2}, {100, 24, 2}, {7, 96, 2}};
+    int bad = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t n = shapes[s][0], c = shapes[s][1], h = shapes[s][2];
+        size_t scratch = emb_attention_scratch(n, c / h);
+        float *qkv = malloc(4 * n * 3 * c), *o1 = malloc(4 * n * c), *o2 = malloc(4 * n * c), *all = malloc(4 * n * c);
+        float *sc = malloc(4 * scratch);
+        for (size_t i = 0; i < n * 3 * c; i++) qkv[i] = frand(-4.0f, 4.0f) * (s % 3 == 2 ? 4.0f : 1.0f);
+        emb_attention_ref(qkv, n, c, h, all, sc);
+        for (size_t h0 = 0; h0 < h; h0 += (h > 2 ? 5 : 1)) {  /* all heads from h0, or just h0 */
+            for (int one = 0; one < 2; one++) {
+                size_t h1 = one ? h0 + 1 : h;
+                memset(o1, 0, 4 * n * c);
+                memset(o2, 0, 4 * n * c);
+                emb_attention_heads_ref(qkv, n, c, h, h0, h1, o1, sc);
+                k->attention(qkv, n, c, h, h0, h1, o2, sc);
+                int same = memcmp(o1, o2, 4 * n * c) == 0;
+                for (size_t i = 0; i < n && same; i++) {  /* and the heads equal the all-heads reference */
+                    same = memcmp(o1 + i * c + h0 * (c / h), all + i * c + h0 * (c / h), 4 * (h1 - h0) * (c / h)) == 0;
+                }
+                if (!same) {
+                    bad++;
+                    printf("  %s attention n=%zu C=%zu H=%zu heads %zu..%zu differs\n", k->name, n, c, h, h0, h1);
+                }
+            }
+        }
+        free(qkv), free(o1), free(o2), free(all), free(sc);
+    }
+    CHECK(bad == 0, "%s: attention differs (%d cases)", k->name, bad);
+}
+
+static void gelu_one_ulp_off(float *x, size_t n) {
+    emb_gelu_ref(x, n);
+    if (n > 5) x[5] = nextafterf(x[5], INFINITY);
+}
+
+/* ── the pool ──────────────────────────────────────────────────────────────────────── */
+
+typedef struct pool_job {
+    atomic_int *hits;       /* per task */
+    atomic_int worker_used[EMB_MAX_THREADS];
+    int delay;
+} pool_job;
+
+static void count_task(void *arg, size_t t, int worker) {
+    pool_job *j = arg;
+    volatile unsigned spin = 0;
+    for (int i = 0; i < j->delay * (int)(t % 7); i++) spin += (unsigned)i;
+    atomic_fetch_add(&j->hits[t], 1);
+    atomic_fetch_add(&j->worker_used[worker], 1);
+}
+
+static void test_pool(void) {
+    emb_threads *p = NULL;
+    CHECK(emb_threads_init(&p, 1) == EMB_STATUS_OK && p == NULL, "one thread: no pool");
+    CHECK(emb_threads_init(&p, EMB_MAX_THREADS + 1) == EMB_STATUS_INVALID_ARGUMENT, "too many threads");
+    CHECK(emb_cpu_count() >= 1, "cpu count");
+    for (int size = 2; size <= 5; size++) {
+        CHECK(emb_threads_init(&p, size) == EMB_STATUS_OK && emb_threads_size(p) == size, "pool of %d", size);
+        int wrong = 0;
+        size_t counts[] = {0, 1, 2, 3, 17, 64, 1000};
+        static pool_job job;
+        for (int round = 0; round < 300; round++) {
+            size_t n = counts[(size_t)round % (sizeof counts / sizeof counts[0])];
+            atomic_int *hits = calloc(n + 1, sizeof *hits);
+            memset(&job, 0, sizeof job);
+            job.hits = hits;
+            job.delay = round % 3 == 0 ? 200 : 0;
+            emb_threads_run(p, n, count_task, &job);
+            for (size_t t = 0; t < n; t++) wrong += atomic_load(&hits[t]) != 1;
+            free(hits);
+        }
+        CHECK(wrong == 0, "pool of %d: %d tasks ran other than once", size, wrong);
+        emb_threads_free(p);
+    }
+    emb_threads_run(NULL, 3, count_task, &(pool_job){.hits = (atomic_int[3]){0}});
+    CHECK(1, "NULL pool runs on the caller");
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) all_sets[n_sets++] = sets[i];
+    all_sets[n_sets++] = &emb_kernels_avxvnni_evex;
+
+    const char *avail = emb_kernels_available();
+    CHECK(strstr(avail, "reference") != NULL, "the reference is always available: %s", avail);
+    CHECK(emb_kernels_find(NULL) != NULL && emb_kernels_find("reference") == &emb_kernels_reference, "find");
+    CHECK(emb_kernels_find("no-such-set") == NULL, "unknown set");
+    CHECK(emb_kernels_find("avx-vnni-evex") == NULL, "the test-only set is never chosen");
+    for (int i = 0; i < n_sets; i++) {
+        const emb_kernels *k = all_sets[i];
+        if (!runs_here(k)) {
+            printf("skipped %s (not supported here)\n", k->name);
+            continue;
+        }
+        CHECK(emb_kernels_self_check(k) == 0, "%s fails its self-check", k->name);
+        test_gemm_shapes(k);
+        test_float_kernels(k);
+        test_attention(k);
+        printf("checked %s\n", k->name);
+    }
+    /* a set that is off by one ulp somewhere is caught by the self-check */
+    emb_kernels broken = emb_kernels_reference;
+    broken.name = "broken";
+    broken.gelu = gelu_one_ulp_off;
+    CHECK(emb_kernels_self_check(&broken) != 0, "the self-check catches a one-ulp difference");
+    test_pool();
+    printf("kernels available: %s\n", avail);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
