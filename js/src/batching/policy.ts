@@ -271,21 +271,23 @@ export function decide(
 }
 
 /**
- * Requests that can no longer meet their deadline when started alone at `earliestStart`, and the
- * earliest future time at which a remaining request would expire.
+ * Requests that can no longer meet their deadline when started alone at `earliestStart` (or, with
+ * every worker `busy`, once `now + alone` reaches the deadline), and the earliest future time at
+ * which a remaining request would expire.
  */
 export function expired(
   now: number,
   queue: readonly Request[],
   model: CostModel,
   earliestStart: number,
+  busy = false,
 ): [Request[], number | null] {
   const gone: Request[] = [];
   let nextAt: number | null = null;
   for (const r of queue) {
     if (r.deadlineMs === null) continue;
     const alone = model.predict(r.tokens, paddingOf(r.nTexts, r.maxLen, r.tokens));
-    if (earliestStart + alone > r.deadlineMs) {
+    if (earliestStart + alone > r.deadlineMs || (busy && now + alone >= r.deadlineMs)) {
       gone.push(r);
       continue;
     }

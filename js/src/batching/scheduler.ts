@@ -302,7 +302,7 @@ export class Scheduler {
         if (b === null) free.push(i);
       });
       const start = free.length > 0 ? now : this.earliestFree(now);
-      const [dead, nextExpiry] = expired(now, [...this.queue.values()], this.model, start);
+      const [dead, nextExpiry] = expired(now, [...this.queue.values()], this.model, start, free.length === 0);
       for (const r of dead) {
         this.queue.delete(r.rid);
         this.queueTokens -= r.tokens;

@@ -328,14 +328,21 @@ def decide(
 
 
 def expired(
-    now: float, queue: list[Request], model: CostModel, earliest_start: float
+    now: float,
+    queue: list[Request],
+    model: CostModel,
+    earliest_start: float,
+    busy: bool = False,
 ) -> tuple[list[Request], float | None]:
     """Requests that can no longer meet their deadline, and when the next one would expire.
 
     A request expires when, started alone at ``earliest_start`` (now if a worker is free, else
     the earliest predicted end of a running batch), its mean predicted service time would end
-    after its deadline. The second value is the earliest future time at which a remaining
-    request would expire if nothing else happened.
+    after its deadline. When every worker is ``busy``, the request cannot start before some
+    later instant, so it also expires once ``now + alone`` reaches its deadline (running
+    batches may overrun their prediction; the request still fails by its deadline, not after).
+    The second value is the earliest future time at which a remaining request would expire if
+    nothing else happened.
     """
     gone: list[Request] = []
     next_at: float | None = None
@@ -343,7 +350,7 @@ def expired(
         if r.deadline_ms is None:
             continue
         alone = model.predict(float(r.tokens), float(padding_of(r.n_texts, r.max_len, r.tokens)))
-        if earliest_start + alone > r.deadline_ms:
+        if earliest_start + alone > r.deadline_ms or (busy and now + alone >= r.deadline_ms):
             gone.append(r)
             continue
         t = r.deadline_ms - alone

@@ -254,7 +254,8 @@ class Scheduler:
         while True:
             free = [i for i, b in enumerate(self.workers) if b is None]
             start = now if free else self._earliest_free(now)
-            dead, next_expiry = expired(now, list(self.queue.values()), self.model, start)
+            dead, next_expiry = expired(now, list(self.queue.values()), self.model, start,
+                                       busy=not free)
             for r in dead:
                 del self.queue[r.rid]
                 self._queue_tokens -= r.tokens
