@@ -32,7 +32,8 @@ def home(edgembed_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="module")
 def embedder(exported_model_dir: Path) -> Embedder:
-    return Embedder.load(exported_model_dir, variant="int8", backend="onnx")
+    # the CLI's default backend ("auto": the native engine when built, else onnxruntime)
+    return Embedder.load(exported_model_dir, variant="int8", backend="auto")
 
 
 def run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -160,7 +161,8 @@ def test_embed_serve_entry_point(processes: list[subprocess.Popen[str]]) -> None
     assert proc.stderr is not None
     err = Lines(proc.stderr)
     line = err.wait_for("edgembed: serving", 120)
-    assert "all-minilm-l6-v2 (int8 on onnx" in line and "API keys required" in line
+    assert re.search(r"all-minilm-l6-v2 \(int8 on (onnx|native)", line), line
+    assert "API keys required" in line
     url = line.split(" at ", 1)[1].split(";", 1)[0]
     assert url.startswith("http://127.0.0.1:")
     wait_ready(url)
