@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import BatcherClosed, BatcherError, DeadlineExceeded, InputError, Overloaded
-from .batcher import AdaptiveBatcher, _Pending, _settle, estimate_tokens
-from .cost_model import CostModel, CostPrior
-from .policy import AdmissionKind, Lane, PolicyConfig
-from .scheduler import Dispatch, Outcome, Scheduler
+from .batcher import AdaptiveBatcher, _Pending, _settle
+from .cost_model import CostPrior
+from .policy import AdmissionKind, Lane
+from .scheduler import Dispatch, Outcome
 
 __all__ = ["EventLoopBatcher"]
 
@@ -65,37 +63,8 @@ class EventLoopBatcher(AdaptiveBatcher):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         del workers  # one batch at a time: the loop has one thread
-        embed = getattr(target, "embed", None)
-        if callable(embed):
-            self._embed: Callable[[list[str]], Any] = embed
-        elif callable(target):
-            self._embed = target
-        else:
-            raise TypeError("target must be an Embedder or a callable taking a list of texts")
-        count = getattr(target, "count_tokens", None)
-        self._count: Callable[[Sequence[str]], Sequence[int]] = (
-            count if callable(count) else estimate_tokens
-        )
-        if isinstance(cost_prior, Mapping):
-            cost_prior = CostPrior.from_dict(dict(cost_prior))
-        self.config = PolicyConfig(
-            latency_target_ms=float(latency_target_ms),
-            bulk_latency_target_ms=float(
-                bulk_latency_target_ms
-                if bulk_latency_target_ms is not None
-                else 10.0 * latency_target_ms
-            ),
-            max_batch_tokens=int(max_batch_tokens),
-            max_queue=int(max_queue),
-            workers=1,
-            shed=shed,
-        )
-        self._clock = clock
-        self._sched = Scheduler(self.config, CostModel(cost_prior, percentile))
-        self._cond = threading.Condition()  # no other thread: kept for the inherited stats()
-        self._pending: dict[int, _Pending] = {}
-        self._ids = itertools.count()
-        self._closed = False
+        self._setup(target, latency_target_ms, percentile, max_batch_tokens, max_queue, 1,
+                    bulk_latency_target_ms, cost_prior, shed, clock)
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
 

@@ -100,6 +100,26 @@ class AdaptiveBatcher:
         shed: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._setup(target, latency_target_ms, percentile, max_batch_tokens, max_queue, workers,
+                    bulk_latency_target_ms, cost_prior, shed, clock)
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="edgembed-batch")
+        self._thread = threading.Thread(target=self._loop, name="edgembed-batcher", daemon=True)
+        self._thread.start()
+
+    def _setup(
+        self,
+        target: Any,
+        latency_target_ms: float,
+        percentile: float,
+        max_batch_tokens: int,
+        max_queue: int,
+        workers: int,
+        bulk_latency_target_ms: float | None,
+        cost_prior: CostPrior | Mapping[str, Any] | None,
+        shed: bool,
+        clock: Callable[[], float],
+    ) -> None:
+        """State shared by every driver: the target, the policy, the scheduler, the requests."""
         embed = getattr(target, "embed", None)
         if callable(embed):
             self._embed: Callable[[list[str]], Any] = embed
@@ -131,9 +151,6 @@ class AdaptiveBatcher:
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count()
         self._closed = False
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="edgembed-batch")
-        self._thread = threading.Thread(target=self._loop, name="edgembed-batcher", daemon=True)
-        self._thread.start()
 
     # -- public API ----------------------------------------------------------------------------
 
