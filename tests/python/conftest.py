@@ -44,3 +44,28 @@ def edgembed_home(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) 
 def exported_model_dir(edgembed_home: Path) -> Path:
     """The exported all-minilm-l6-v2 directory (edgembed.json, model.fp32/int8.onnx, source/)."""
     return edgembed_home / "models" / "all-minilm-l6-v2"
+
+
+def link_model(src: Path, dst: Path, *, skip: tuple[str, ...] = ()) -> Path:
+    """A copy of a model directory made of hard links (or copies across devices), without the
+    hidden files and the relative paths in ``skip``."""
+    import shutil
+
+    for f in src.rglob("*"):
+        rel = f.relative_to(src)
+        if f.is_file() and not f.name.startswith(".") and str(rel) not in skip:
+            target = dst / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(f, target)
+            except OSError:
+                shutil.copyfile(f, target)
+    return dst
+
+
+@pytest.fixture()
+def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty EDGEMBED_HOME for one test."""
+    h = tmp_path / "home"
+    monkeypatch.setenv("EDGEMBED_HOME", str(h))
+    return h

@@ -8,7 +8,6 @@ it is in. Damaged files must fail with an EdgembedError that names the file and 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import link_model
 from edgembed import (
     ChecksumMismatch,
     InvalidModelDir,
@@ -134,26 +134,6 @@ def test_manifest_contents(exported_model_dir: Path) -> None:
 
 
 # --- broken files ---
-
-
-def link_model(src: Path, dst: Path, *, skip: tuple[str, ...] = ()) -> Path:
-    for f in src.rglob("*"):
-        rel = f.relative_to(src)
-        if f.is_file() and not f.name.startswith(".") and str(rel) not in skip:
-            target = dst / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(f, target)
-            except OSError:
-                shutil.copyfile(f, target)
-    return dst
-
-
-@pytest.fixture()
-def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("EDGEMBED_HOME", str(h))
-    return h
 
 
 @pytest.fixture()

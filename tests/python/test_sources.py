@@ -14,30 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import link_model
 from edgembed import InvalidModelDir, ModelNotFound, SourceUnavailable, catalog
 from edgembed.sources import home, model_cache_dir, pull, resolve, sha256_file, verify_files
 
 CATALOG = Path(__file__).resolve().parents[2] / "models" / "catalog"
-
-
-def link_model(src: Path, dst: Path) -> Path:
-    """A copy of a Hugging Face directory made of hard links (or copies across devices)."""
-    for f in src.rglob("*"):
-        if f.is_file() and not f.name.startswith("."):
-            target = dst / f.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(f, target)
-            except OSError:
-                shutil.copyfile(f, target)
-    return dst
-
-
-@pytest.fixture()
-def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("EDGEMBED_HOME", str(h))
-    return h
 
 
 @pytest.fixture()
