@@ -175,7 +175,8 @@ def test_load_with_the_native_backend(
     onnx = Embedder.load(backend="onnx")
     texts = ["a short query", "and a somewhat longer passage about int8 kernels " * 5]
     cos = (auto.embed(texts) * onnx.embed(texts)).sum(1)
-    assert cos.min() >= 0.9999  # the same int8 scheme; onnxruntime rounds activations its own way
+    # the same int8 scheme, different float rounding (docs/quantization.md, "In onnxruntime")
+    assert cos.min() >= 0.9995
 
 
 def test_choose_backend_auto_with_cuda() -> None:
@@ -232,10 +233,11 @@ def test_wasm_backend_runs_the_engine_or_says_what_to_do(
         return
     assert wasm.backend == "wasm" and wasm.variant == "int8"
     texts = ["The quick brown fox", "", "naïve café ☕", "What is the capital of France?"]
-    # The same int8 scheme as onnxruntime's MatMulNBits, computed by the C engine. onnxruntime
-    # quantizes activations with its own rounding sequence, so a few activations land one code
-    # apart: measured min 0.99985 on these texts (docs/quantization.md, "In onnxruntime").
-    assert cosines(wasm.embed(texts), int8.embed(texts)).min() >= 0.9998
+    # The same int8 scheme as onnxruntime's MatMulNBits, computed by the C engine with other
+    # float rounding: a last-bit difference can flip an activation's code and grow from there,
+    # which short texts show most. onnxruntime differs from its own unoptimized graph as much
+    # (docs/quantization.md, "In onnxruntime"; test_backend_native.py measures both).
+    assert cosines(wasm.embed(texts), int8.embed(texts)).min() >= 0.9995
 
 
 # --- vectors against the reference ---
