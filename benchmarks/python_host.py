@@ -2,7 +2,9 @@
 
 Compares, on the same texts and the same CPU threads:
 
-- edgembed ``Embedder`` with the int8 and fp32 variants (length-sorted token-budget batches);
+- edgembed ``Embedder`` (length-sorted token-budget batches): int8 on the native C engine (what
+  ``backend="auto"`` picks on a CPU when the engine library is built; skipped with a note when it
+  is not), int8 and fp32 on onnxruntime;
 - sentence-transformers on torch (CPU, fp32: the usual user choice), run by another Python
   that has torch and sentence-transformers (``--st-python``; they are never dependencies of
   edgembed), skipped with a note when there is none;
@@ -38,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from edgembed import Embedder
+from edgembed.backends.native import native_available
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
@@ -176,10 +179,14 @@ def main() -> int:
                     help="batch size of the plain onnxruntime pipeline (default 32)")
     ap.add_argument("--st-python", help="a Python with torch and sentence-transformers")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds of pause before each timed run (default 1)")
     args = ap.parse_args()
 
     int8 = Embedder.load(args.model, variant="int8", backend="onnx")
     fp32 = Embedder.load(args.model, variant="fp32", backend="onnx")
+    ok, why = native_available()
+    native = Embedder.load(args.model, variant="int8", backend="native") if ok else None
     texts = make_corpus(int8, args.texts, args.seed)
     lengths = np.array(int8.count_tokens(texts))
     padded_plain = sum(
@@ -192,10 +199,13 @@ def main() -> int:
           f"{padded_plain:,} tokens")
 
     source = int8.model_dir / "source"
-    engines: dict[str, Callable[[], tuple[float, np.ndarray | None]]] = {
-        "edgembed int8": timed(lambda: int8.embed(texts)),
-        "edgembed fp32": timed(lambda: fp32.embed(texts)),
-    }
+    engines: dict[str, Callable[[], tuple[float, np.ndarray | None]]] = {}
+    if native is not None:
+        engines["edgembed int8 (native engine)"] = timed(lambda: native.embed(texts))
+    else:
+        print(f"edgembed native engine: skipped ({why})")
+    engines["edgembed int8 (onnxruntime)"] = timed(lambda: int8.embed(texts))
+    engines["edgembed fp32 (onnxruntime)"] = timed(lambda: fp32.embed(texts))
     for variant in ("int8", "fp32"):
         run = plain_onnxruntime(int8.model_dir / f"model.{variant}.onnx", source,
                                 int8.max_length, args.plain_batch)
@@ -214,6 +224,7 @@ def main() -> int:
     vectors: dict[str, np.ndarray] = {}
     for r in range(args.rounds):  # interleaved, so a busy moment hits every engine alike
         for name, engine in engines.items():
+            time.sleep(args.settle)  # let the previous engine's worker threads go idle
             seconds, v = engine()
             times[name].append(seconds)
             if v is not None:
@@ -225,7 +236,7 @@ def main() -> int:
     print(st_note)
     results = {name: (float(np.median(t)), vectors[name]) for name, t in times.items()}
 
-    ref_name = st_key if st_key in results else "edgembed fp32"
+    ref_name = st_key if st_key in results else "edgembed fp32 (onnxruntime)"
     ref = results[ref_name][1]
     print(f"\n| engine | texts/s | tokens/s | vs sentence-transformers | vs plain onnxruntime "
           f"(same variant) | cosine vs {ref_name.split(' (')[0]}: min / mean |")
@@ -233,7 +244,7 @@ def main() -> int:
     for name, (seconds, vecs) in results.items():
         cos = np.sum(vecs * ref, axis=1)
         vs_st = (f"{results[st_key][0] / seconds:.2f}×" if st_key in results else "–")
-        variant = name.split()[-1]
+        variant = "fp32" if "fp32" in name else "int8"
         plain = f"plain onnxruntime {variant}"
         vs_plain = (f"{results[plain][0] / seconds:.2f}×"
                     if name.startswith("edgembed") and plain in results else "–")
