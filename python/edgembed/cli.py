@@ -40,7 +40,10 @@ from .errors import EdgembedError, InputError
 if TYPE_CHECKING:
     from .embedder import Embedder
 
-__all__ = ["Command", "main", "register_command"]
+__all__ = [
+    "INPUT_FORMATS", "INPUT_SUFFIXES", "OUTPUT_FORMATS", "PARQUET_HINT", "Command",
+    "add_model_options", "hms", "main", "positive_int", "register_command",
+]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -51,7 +54,7 @@ PARQUET_HINT = "pip install 'edgembed[parquet]'"
 
 INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 OUTPUT_FORMATS = ("npy", "jsonl", "parquet")
-_INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
+INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
                    ".pq": "parquet"}
 _OUTPUT_SUFFIXES = {".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl",
                     ".parquet": "parquet", ".pq": "parquet"}
@@ -118,7 +121,7 @@ def _say(args: argparse.Namespace, message: str) -> None:
         print(f"embed: {message}", file=sys.stderr, flush=True)
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
+def add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("-m", "--model", default="all-minilm-l6-v2",
                    help="catalog name, Hugging Face directory or exported model directory "
@@ -128,12 +131,12 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", default="auto", choices=("auto", "onnx", "cuda", "wasm"),
                    help="auto: CUDA when a GPU is usable, else onnxruntime on the CPU "
                         "(default: %(default)s)")
-    g.add_argument("--threads", type=_positive_int, metavar="N",
+    g.add_argument("--threads", type=positive_int, metavar="N",
                    help="CPU threads (default: one per core)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr")
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -169,7 +172,7 @@ class _Input:
     def __init__(self, path: str, fmt: str | None) -> None:
         self.path = path
         self.name = "<stdin>" if path == "-" else path
-        self.format = fmt or _INPUT_SUFFIXES.get(Path(path).suffix.lower(), "txt")
+        self.format = fmt or INPUT_SUFFIXES.get(Path(path).suffix.lower(), "txt")
         self.total_bytes: int | None = None
         self.total_rows: int | None = None
         self.id_type: Any = None  # parquet: the id column's arrow type, kept in the output
@@ -489,7 +492,7 @@ class _Bar:
         if frac and frac > 0:
             eta = elapsed * (1 - frac) / frac
             filled = int(frac * 20)
-            line += f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}  ETA {_hms(eta)}"
+            line += f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}  ETA {hms(eta)}"
         sys.stderr.write(line.ljust(79))
         sys.stderr.flush()
 
@@ -499,7 +502,7 @@ class _Bar:
             sys.stderr.flush()
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float) -> str:
     s = int(seconds + 0.5)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
         f"{s // 60}:{s % 60:02d}"
@@ -552,7 +555,7 @@ def _embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
                       help="invalid UTF-8 in the input: stop with the line number (strict, "
                            "default) or replace it with U+FFFD")
     v = p.add_argument_group("vectors")
-    v.add_argument("--dimensions", type=_positive_int, metavar="N",
+    v.add_argument("--dimensions", type=positive_int, metavar="N",
                    help="keep the first N dimensions and renormalize (Matryoshka)")
     v.add_argument("--precision", default="float32",
                    choices=("float32", "int8", "uint8", "binary", "ubinary"),
@@ -565,9 +568,9 @@ def _embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     v.add_argument("--no-normalize", action="store_true", help="skip L2 normalization")
     v.add_argument("--no-truncate", action="store_true",
                    help="a text over the model's max length is an error, not cut")
-    v.add_argument("--batch-tokens", type=_positive_int, metavar="N",
+    v.add_argument("--batch-tokens", type=positive_int, metavar="N",
                    help="padded tokens per encoder call (default: per backend)")
-    _add_model_options(p)
+    add_model_options(p)
     return p
 
 
@@ -722,8 +725,8 @@ def _run_pull(args: argparse.Namespace) -> int:
     pulled = pull(args.model, from_dir=args.from_dir, force=args.force)
     if args.quiet:
         print(pulled.dir)
-    elif pulled.source == "cache":
-        print(f"{pulled.spec.name}: already in the cache at {pulled.dir}")
+    elif pulled.cached:
+        print(f"{pulled.spec.name}: already in the cache at {pulled.dir} (from {pulled.source})")
     else:
         print(f"{pulled.spec.name}: pulled from {pulled.source} into {pulled.dir}")
     return 0
@@ -734,7 +737,7 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", default="fp32,int8",
                    help="comma-separated, from fp32, int8, int4, fp16 (default: %(default)s)")
     p.add_argument("--force", action="store_true", help="rebuild variants already exported")
-    p.add_argument("--threads", type=_positive_int, metavar="N",
+    p.add_argument("--threads", type=positive_int, metavar="N",
                    help="CPU threads for measuring quality")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -824,7 +827,7 @@ def _run_info(args: argparse.Namespace) -> int:
 def _similarity_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("first", metavar="TEXT", help="the text to compare against")
     p.add_argument("others", nargs="+", metavar="OTHER", help="one or more texts")
-    _add_model_options(p)
+    add_model_options(p)
 
 
 def _run_similarity(args: argparse.Namespace) -> int:

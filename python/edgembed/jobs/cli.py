@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ..cli import INPUT_FORMATS, OUTPUT_FORMATS, Command, _add_model_options, _positive_int
+from ..cli import INPUT_FORMATS, OUTPUT_FORMATS, Command, add_model_options, positive_int
 from .runner import DEFAULT_CHUNK, ENGINES, BatchSpec, run_batch
 
 __all__ = ["COMMAND", "add_arguments", "main", "run"]
@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="where malformed rows are listed (default: OUTPUT's name with "
                            ".errors.jsonl)")
     v = p.add_argument_group("vectors")
-    v.add_argument("--dimensions", type=_positive_int, metavar="N",
+    v.add_argument("--dimensions", type=positive_int, metavar="N",
                    help="keep the first N dimensions and renormalize (Matryoshka)")
     v.add_argument("--precision", default="float32",
                    choices=("float32", "int8", "uint8", "binary", "ubinary"),
@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="continue the interrupted job for OUTPUT (starts it if there is none)")
     job.add_argument("--restart", action="store_true",
                      help="discard an interrupted job for OUTPUT and start over")
-    job.add_argument("--chunk-size", type=_positive_int, default=DEFAULT_CHUNK, metavar="N",
+    job.add_argument("--chunk-size", type=positive_int, default=DEFAULT_CHUNK, metavar="N",
                      help="rows per committed chunk (default: %(default)s)")
     job.add_argument("--work-dir", metavar="DIR",
                      help="where chunks are committed (default: OUTPUT.partial/ beside a local "
@@ -89,11 +89,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "(default: %(default)s)")
     eng.add_argument("--ray-address", metavar="ADDRESS",
                      help="Ray cluster to join (default: $RAY_ADDRESS, else a local instance)")
-    eng.add_argument("--actors", type=_positive_int, default=2, metavar="N",
+    eng.add_argument("--actors", type=positive_int, default=2, metavar="N",
                      help="ray: Embedder actors (default: %(default)s)")
     eng.add_argument("--cpus-per-actor", type=float, default=1.0, metavar="N",
                      help="ray: CPUs reserved per actor, also its threads (default: 1)")
-    _add_model_options(p)
+    add_model_options(p)
 
 
 def _spec(args: argparse.Namespace) -> BatchSpec:

@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..cli import _hms
+from ..cli import hms
 
 __all__ = ["ProgressBar"]
 
@@ -60,7 +60,7 @@ class ProgressBar:
             filled = int(frac * 20)
             line += f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}"
         if eta is not None:
-            line += f"  ETA {_hms(eta)}"
+            line += f"  ETA {hms(eta)}"
         sys.stderr.write(line.ljust(79))
         sys.stderr.flush()
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..cli import _INPUT_SUFFIXES, PARQUET_HINT
+from ..cli import INPUT_SUFFIXES, PARQUET_HINT
 from ..errors import InputError
 from .storage import Location
 
@@ -52,7 +52,7 @@ def input_format(location: Location, fmt: str | None) -> str:
         return fmt
     name = location.name.lower()
     suffix = name[name.rfind("."):] if "." in name else ""
-    return _INPUT_SUFFIXES.get(suffix, "txt")
+    return INPUT_SUFFIXES.get(suffix, "txt")
 
 
 class RowReader:
