@@ -6,6 +6,7 @@ catalog's sha256 sums, and returns the model's cache directory::
     <EDGEMBED_HOME or $XDG_CACHE_HOME/edgembed>/models/<name>/
         source/            config.json, model.safetensors, tokenizer.json, … (+ LICENSE, NOTICE)
         source/.files.json sha256 of every file as pulled (detects later damage)
+        source/.origin     where the files came from (recorded in the manifest's ``source``)
         edgembed.json      manifest written by export (variants, quality report)
 
 A pull takes a per-model lock and fills a temporary directory that is renamed into place,
@@ -53,6 +54,7 @@ __all__ = [
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 SUPPORTED_ARCHITECTURES = ("BertModel", "BertForMaskedLM", "BertForPreTraining")
 FILES_RECORD = ".files.json"
+ORIGIN_RECORD = ".origin"  # where the source files came from, one line
 PIP_TIMEOUT_S = 300.0
 HUB_CONNECT_TIMEOUT_S = 3.0
 
@@ -73,11 +75,13 @@ def model_cache_dir(name: str) -> Path:
 
 @dataclass(frozen=True)
 class PulledModel:
-    """A model whose source files are in the cache and verified."""
+    """A model whose source files are in the cache and verified. ``source``: where the files
+    came from; ``cached``: True when they were already in the cache (nothing fetched)."""
 
     spec: ModelSpec
     dir: Path
     source: str
+    cached: bool = False
 
     @property
     def source_dir(self) -> Path:
@@ -273,6 +277,14 @@ def _record_files(directory: Path) -> None:
     (directory / FILES_RECORD).write_text(json.dumps(digests, indent=1), encoding="utf-8")
 
 
+def _read_origin(source_dir: Path) -> str:
+    """The origin recorded at pull time ("cache" for a cache written before it was recorded)."""
+    try:
+        return (source_dir / ORIGIN_RECORD).read_text(encoding="utf-8").strip() or "cache"
+    except OSError:
+        return "cache"
+
+
 def resolve(model: str | os.PathLike[str]) -> tuple[ModelSpec, Path | None]:
     """A catalog name → (spec, None); a local directory → (spec, path)."""
     text = os.fspath(model)
@@ -309,7 +321,7 @@ def pull(
         if src_final.is_dir() and not force:
             try:
                 verify_files(src_final, spec)
-                return PulledModel(spec, final, "cache")
+                return PulledModel(spec, final, _read_origin(src_final), cached=True)
             except (InvalidModelDir, ChecksumMismatch):
                 if local is None and not spec.sources:
                     raise
@@ -341,6 +353,7 @@ def pull(
                     )
             verify_files(tmp, spec, name_hint=spec.name)
             _record_files(tmp)
+            (tmp / ORIGIN_RECORD).write_text(origin + "\n", encoding="utf-8")
             if src_final.exists():
                 shutil.rmtree(src_final)
             os.replace(tmp, src_final)

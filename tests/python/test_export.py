@@ -131,6 +131,8 @@ def test_manifest_contents(exported_model_dir: Path) -> None:
     assert m.variants["int8"].size < m.variants["fp32"].size / 3
     for rel, digest in spec.files.items():
         assert m.source_files[rel] == digest
+    # the conftest pulled from a local directory, then exported in a second call
+    assert m.source.startswith("local directory "), m.source
 
 
 # --- broken files ---
@@ -198,7 +200,7 @@ def test_truncated_safetensors(fresh_home: Path, hf_model_dir: Path, tmp_path: P
         export_model(str(local), variants="fp32")
     message = str(err.value)
     assert "model.safetensors is not a readable safetensors file" in message
-    assert "truncated" in message and "embed pull --force" in message
+    assert "truncated" in message and "embed pull --force cut-model" in message
     assert main(["export", str(local)]) == 1
     assert capsys.readouterr().err.startswith("InvalidModelDir: ")
 

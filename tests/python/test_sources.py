@@ -54,11 +54,12 @@ def test_pull_twice_does_no_work(fresh_home: Path, hf_model_dir: Path) -> None:
     assert first.source == f"local directory {hf_model_dir}"
     weights = first.source_dir / "model.safetensors"
     assert sha256_file(weights) == catalog.get_spec("all-minilm-l6-v2").files["model.safetensors"]
-    for f in ("LICENSE", "NOTICE", "1_Pooling/config.json", ".files.json"):
+    for f in ("LICENSE", "NOTICE", "1_Pooling/config.json", ".files.json", ".origin"):
         assert (first.source_dir / f).is_file(), f
     stamp = weights.stat().st_mtime_ns
     second = pull("all-minilm-l6-v2")
-    assert second.source == "cache" and second.dir == first.dir
+    assert second.cached and second.dir == first.dir and not first.cached
+    assert second.source == first.source  # the origin is remembered
     assert weights.stat().st_mtime_ns == stamp
     assert [p.name for p in first.dir.iterdir()] == ["source"]  # no temporary left behind
 
@@ -101,7 +102,8 @@ def test_local_directory_source(fresh_home: Path, hf_model_dir: Path, tmp_path: 
     # Known by its name from now on, like a catalog model.
     spec, where = resolve("my-model")
     assert spec.name == "my-model" and where == pulled.source_dir
-    assert pull("my-model").source == "cache"
+    again = pull("my-model")
+    assert again.cached and again.source == f"local directory {local}"
 
 
 def test_not_a_model_directory(fresh_home: Path, tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def export_model(
         return manifest, model_dir
 
     config = BertConfig.from_dir(pulled.source_dir)
-    weights = load_bert_weights(pulled.source_dir, config)
+    weights = load_bert_weights(pulled.source_dir, config, pulled.spec.name)
     from .._tokenize import load_tokenizer
 
     tok = load_tokenizer(pulled.source_dir, pulled.spec.max_seq_length)

@@ -82,8 +82,9 @@ class BertConfig:
         return out
 
 
-def load_bert_weights(path: Path, config: BertConfig) -> dict[str, Array]:
-    """Read model.safetensors, dropping a ``bert.`` prefix, and check every tensor's shape."""
+def load_bert_weights(path: Path, config: BertConfig, name: str | None = None) -> dict[str, Array]:
+    """Read model.safetensors, dropping a ``bert.`` prefix, and check every tensor's shape.
+    ``name``: the catalog name, for the remedy in error messages."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
@@ -95,7 +96,7 @@ def load_bert_weights(path: Path, config: BertConfig) -> dict[str, Array]:
     except (SafetensorError, OSError, ValueError) as exc:
         raise InvalidModelDir(
             f"{f} is not a readable safetensors file ({exc}); it may be truncated: "
-            "run `embed pull --force MODEL`"
+            f"run `embed pull --force {name or 'MODEL'}`"
         ) from None
     w = {k.removeprefix("bert."): v for k, v in raw.items()}
     d, ff = config.hidden_size, config.intermediate_size
