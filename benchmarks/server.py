@@ -8,6 +8,9 @@ the int8 model behind its adaptive batcher with the given latency target.
 For each request rate, an async client sends requests with Poisson arrivals for `--seconds`
 (1–4 short texts per request, the same seeded sequence for both servers) and records each
 request's latency; requests still unanswered 10 s after the phase ends count as timeouts.
+Before every phase both servers must be idle: a server still working through a previous phase's
+backlog (the peer keeps encoding requests whose clients gave up) would take CPU from the other;
+one that stays busy for a minute is restarted.
 Printed: throughput (answered requests/s), p50 and p99 latency, share within the target,
 429s and timeouts, and edgembed/peer ratios.
 
@@ -91,6 +94,27 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0)
     raise RuntimeError(f"server on port {port} did not become ready")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), 0 where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def wait_idle(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> bool:
+    """Wait until ``proc`` uses under 5 % of a core over half a second; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = cpu_seconds(proc.pid)
+        time.sleep(0.5)
+        if cpu_seconds(proc.pid) - before < 0.025:
+            return True
+    return False
+
+
 def requests_for(rate: float, seconds: float, seed: int) -> list[tuple[float, list[str]]]:
     rng = random.Random(seed)
     t, out = 0.0, []
@@ -156,16 +180,19 @@ def main() -> int:
         peer_py = Path(tmp) / "peer.py"
         peer_py.write_text(PEER, encoding="utf-8")
         ports = {"edgembed": free_port(), "sentence-transformers": free_port()}
-        procs = {
-            "edgembed": subprocess.Popen(
-                [sys.executable, "-m", "edgembed.serve", "--port", str(ports["edgembed"]),
-                 "--threads", str(args.threads), "--no-access-log",
-                 "--latency-target", f"{args.latency_target_ms:g}ms"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-            "sentence-transformers": subprocess.Popen(
-                [args.st_python, str(peer_py), str(model_dir), str(ports["sentence-transformers"]),
-                 str(args.threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        commands = {
+            "edgembed": [sys.executable, "-m", "edgembed.serve", "--port", str(ports["edgembed"]),
+                         "--threads", str(args.threads), "--no-access-log",
+                         "--latency-target", f"{args.latency_target_ms:g}ms"],
+            "sentence-transformers": [args.st_python, str(peer_py), str(model_dir),
+                                      str(ports["sentence-transformers"]), str(args.threads)],
         }
+
+        def start(name: str) -> subprocess.Popen[bytes]:
+            return subprocess.Popen(commands[name], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+
+        procs = {name: start(name) for name in commands}
         try:
             for name, port in ports.items():
                 wait_ready(port, procs[name])
@@ -173,6 +200,14 @@ def main() -> int:
             for rate in (float(r) for r in args.rates.split(",")):
                 plan = requests_for(rate, args.seconds, seed=int(rate))
                 for name, port in ports.items():  # one server at a time, same plan
+                    for other, proc in procs.items():  # both idle before the phase starts
+                        if not wait_idle(proc):
+                            print(f"{other} still busy after a minute: restarting it",
+                                  file=sys.stderr)
+                            proc.kill()
+                            proc.wait()
+                            procs[other] = start(other)
+                            wait_ready(ports[other], procs[other])
                     results[(name, rate)] = asyncio.run(drive(port, plan, args.seconds))
         finally:
             for p in procs.values():
