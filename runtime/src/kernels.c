@@ -81,10 +81,12 @@ void emb_gelu_ref(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = emb_gelu1(x[i]);
 }
 
-void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores) {
+void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
+                             float *out, float *scratch) {
     size_t d_head = c / n_heads, ld = 3 * c;
     float scale = 1.0f / __builtin_sqrtf((float)d_head);
-    for (size_t h = 0; h < n_heads; h++) {
+    float *scores = scratch;
+    for (size_t h = h0; h < h1; h++) {
         for (size_t i = 0; i < n; i++) {
             const float *q = qkv + i * ld + h * d_head;
             float mx = -3.0e38f;
@@ -107,9 +109,13 @@ void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, flo
             for (size_t d = 0; d < d_head; d++) o[d] = 0.0f;
             for (size_t j = 0; j < n; j++) {
                 const float *v = qkv + j * ld + 2 * c + h * d_head;
-                float p = scores[j] * inv;  /* the softmax probability */
+                float p = scores[j] * inv;
                 for (size_t d = 0; d < d_head; d++) o[d] += p * v[d];
             }
         }
     }
+}
+
+void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores) {
+    emb_attention_heads_ref(qkv, n, c, n_heads, 0, n_heads, out, scores);
 }

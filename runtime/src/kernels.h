@@ -64,6 +64,10 @@ void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, cons
 void emb_gelu_ref(float *x, size_t n);
 /* One sequence of n tokens, every head: qkv (n, 3C) → out (n, C); scores: n floats of scratch. */
 void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores);
+/* The same for heads h0 .. h1-1 only (emb_attention_ref is all heads; the native sets fall back
+   to it for head sizes their vectors do not divide). scratch: n floats. */
+void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
+                             float *out, float *scratch);
 
 #if defined(__wasm_simd128__)
 void emb_quantize_rows_simd128(const float *x, size_t m, size_t k, int8_t *q, float *s);
@@ -124,10 +128,6 @@ extern const emb_kernels emb_kernels_neon_dotprod, emb_kernels_neon, emb_kernels
 /* Not in the list: the AVX-VNNI GEMM's tile built with the EVEX vpdpbusd of AVX-512 VL, so that a
    CPU with AVX-512 VNNI but no AVX-VNNI (this project's test machines) still tests that tile. */
 extern const emb_kernels emb_kernels_avxvnni_evex;
-/* The reference's attention for heads h0 .. h1-1 (the native sets fall back to it for head
-   sizes their vectors do not divide). */
-void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
-                             float *out, float *scratch);
 #endif
 
 /* kernels_select.c */

@@ -17,42 +17,6 @@
 
 /* ── the reference set ─────────────────────────────────────────────────────────────── */
 
-void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
-                             float *out, float *scratch) {
-    /* emb_attention_ref's loops, for some of the heads */
-    size_t d_head = c / n_heads, ld = 3 * c;
-    float scale = 1.0f / __builtin_sqrtf((float)d_head);
-    float *scores = scratch;
-    for (size_t h = h0; h < h1; h++) {
-        for (size_t i = 0; i < n; i++) {
-            const float *q = qkv + i * ld + h * d_head;
-            float mx = -3.0e38f;
-            for (size_t j = 0; j < n; j++) {
-                const float *kr = qkv + j * ld + c + h * d_head;
-                float a[4] = {0, 0, 0, 0};
-                for (size_t d = 0; d < d_head; d++) a[d & 3] += q[d] * kr[d];
-                float sc = emb_hsum4(a[0], a[1], a[2], a[3]) * scale;
-                scores[j] = sc;
-                mx = sc > mx ? sc : mx;
-            }
-            float a[4] = {0, 0, 0, 0};
-            for (size_t j = 0; j < n; j++) {
-                float e = emb_expf(scores[j] - mx);
-                scores[j] = e;
-                a[j & 3] += e;
-            }
-            float inv = 1.0f / emb_hsum4(a[0], a[1], a[2], a[3]);
-            float *o = out + i * c + h * d_head;
-            for (size_t d = 0; d < d_head; d++) o[d] = 0.0f;
-            for (size_t j = 0; j < n; j++) {
-                const float *v = qkv + j * ld + 2 * c + h * d_head;
-                float p = scores[j] * inv;
-                for (size_t d = 0; d < d_head; d++) o[d] += p * v[d];
-            }
-        }
-    }
-}
-
 const emb_kernels emb_kernels_reference = {
     "reference", NULL, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
     emb_attention_heads_ref,
