@@ -19,28 +19,8 @@
 #include "kernels.h"
 #include "model.h"
 
-static int n_pass, n_fail;
-
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (cond) {                                               \
-            n_pass++;                                             \
-        } else {                                                  \
-            n_fail++;                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-        }                                                         \
-    } while (0)
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
-static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rng() & 0xFFFFFF) / 16777216.0f; }
+#define TEST_SEED 0x9E3779B97F4A7C15ull
+#include "check.h"
 
 /* ── math and kernels ──────────────────────────────────────────────────────────────── */
 

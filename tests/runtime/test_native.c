@@ -21,29 +21,8 @@
 #include "model.h"
 #include "threads.h"
 
-static int n_pass, n_fail;
-
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (cond) {                                     \
-            n_pass++;                                   \
-        } else {                                        \
-            n_fail++;                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-        }                                               \
-    } while (0)
-
-static uint64_t rng_state = 0x853C49E6748FEA9Bull;
-static uint32_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
-static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rng() & 0xFFFFFF) / 16777216.0f; }
-static size_t urand(size_t lo, size_t hi) { return lo + rng() % (uint32_t)(hi - lo + 1); }
+#define TEST_SEED 0x853C49E6748FEA9Bull
+#include "check.h"
 
 static const emb_kernels *const sets[] = EMB_NATIVE_KERNEL_SETS;
 static const emb_kernels *all_sets[8];
