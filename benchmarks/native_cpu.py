@@ -37,81 +37,23 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from st_child import SentenceTransformersChild
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 LINEAR_MACS = 6 * (4 * 384 * 384 + 2 * 384 * 1536)  # per token: L × (QKV + out + FFN up + down)
 ATTENTION_MACS = 6 * 2 * 384  # per text: × n², scores and weighted sum
 
-ST_CHILD = r"""
-import json, sys, time
-import numpy as np
-import torch
-import sentence_transformers
-from sentence_transformers import SentenceTransformer
-args = json.load(open(sys.argv[1]))
-model = SentenceTransformer(args["model_dir"], device="cpu")
-model.max_seq_length = 256
-texts = args["texts"]
-print(json.dumps({"torch": torch.__version__, "st": sentence_transformers.__version__}), flush=True)
-for line in sys.stdin:
-    torch.set_num_threads(int(line))
-    t = time.perf_counter()
-    v = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-    seconds = time.perf_counter() - t
-    np.save(args["out"], v.astype(np.float32))
-    print(json.dumps({"seconds": seconds}), flush=True)
-"""
-
 Vectors = npt.NDArray[np.float32]
-
-
-class SentenceTransformersChild:
-    """sentence-transformers in another Python, kept running so its runs interleave with ours."""
-
-    def __init__(self, python: str, model_dir: Path, texts: list[str]) -> None:
-        self.tmp = tempfile.TemporaryDirectory()
-        d = Path(self.tmp.name)
-        self.out = d / "v.npy"
-        (d / "args.json").write_text(json.dumps({"model_dir": str(model_dir), "texts": texts,
-                                                 "out": str(self.out)}), encoding="utf-8")
-        (d / "st.py").write_text(ST_CHILD, encoding="utf-8")
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        self.proc = subprocess.Popen([python, str(d / "st.py"), str(d / "args.json")],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env)
-        self.info: dict[str, Any] = self._reply()
-
-    def _reply(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the sentence-transformers child exited")
-        out: dict[str, Any] = json.loads(line)
-        return out
-
-    def run(self, threads: int) -> tuple[float, Vectors]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{threads}\n")
-        self.proc.stdin.flush()
-        seconds = float(self._reply()["seconds"])
-        return seconds, np.load(self.out)
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        self.tmp.cleanup()
 
 
 def pipeline(encode: Callable[[list[list[int]]], Vectors],

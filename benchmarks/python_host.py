@@ -29,80 +29,19 @@ import json
 import os
 import platform
 import random
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from edgembed import Embedder
 from edgembed.backends.native import native_available
+from st_child import SentenceTransformersChild
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
-
-ST_CHILD = r"""
-import json, sys, time
-import numpy as np
-import torch
-import sentence_transformers
-from sentence_transformers import SentenceTransformer
-args = json.load(open(sys.argv[1]))
-model = SentenceTransformer(args["model_dir"], device="cpu")
-texts = args["texts"]
-model.encode(texts[:64], batch_size=32)  # warm-up
-print(json.dumps({"threads": torch.get_num_threads(), "torch": torch.__version__,
-                  "st": sentence_transformers.__version__}), flush=True)
-for line in sys.stdin:
-    t = time.perf_counter()
-    v = model.encode(texts, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
-    print(json.dumps({"seconds": time.perf_counter() - t}), flush=True)
-np.save(args["out"], v.astype(np.float32))
-"""
-
-
-class SentenceTransformersChild:
-    """sentence-transformers in another Python, kept running so its runs interleave with ours."""
-
-    def __init__(self, python: str, model_dir: Path, texts: list[str]) -> None:
-        self.tmp = tempfile.TemporaryDirectory()
-        d = Path(self.tmp.name)
-        self.out = d / "v.npy"
-        (d / "args.json").write_text(json.dumps({"model_dir": str(model_dir), "texts": texts,
-                                                 "out": str(self.out)}), encoding="utf-8")
-        (d / "st.py").write_text(ST_CHILD, encoding="utf-8")
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        self.proc = subprocess.Popen([python, str(d / "st.py"), str(d / "args.json")],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env)
-        self.info = self._reply()
-
-    def _reply(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the sentence-transformers process ended early")
-        data: dict[str, Any] = json.loads(line)
-        return data
-
-    def run(self) -> float:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("run\n")
-        self.proc.stdin.flush()
-        return float(self._reply()["seconds"])
-
-    def finish(self) -> np.ndarray:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=300)
-        vectors = np.load(self.out)
-        self.tmp.cleanup()
-        return vectors
-
 
 def make_corpus(embedder: Embedder, n: int, seed: int) -> list[str]:
     """``n`` English texts whose token counts spread evenly over 8..256, in shuffled order."""
@@ -217,7 +156,7 @@ def main() -> int:
     child = None
     if args.st_python:
         child = SentenceTransformersChild(args.st_python, source, texts)
-        engines[st_key] = lambda c=child: (c.run(), None)
+        engines[st_key] = lambda c=child: c.run()
         st_note = (f"sentence-transformers {child.info['st']}, torch {child.info['torch']}, "
                    f"{child.info['threads']} threads, batch 32")
     times: dict[str, list[float]] = {name: [] for name in engines}
@@ -232,7 +171,7 @@ def main() -> int:
         print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.1f} s" for n, t in times.items()),
               flush=True)
     if child is not None:
-        vectors[st_key] = child.finish()
+        child.close()
     print(st_note)
     results = {name: (float(np.median(t)), vectors[name]) for name, t in times.items()}
 
