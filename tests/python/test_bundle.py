@@ -151,3 +151,30 @@ def test_writer_errors(hf_model_dir: Path, tmp_path: Path) -> None:
         write_bundle(d, tmp_path / "x.emb", max_length=1000)
     info = write_bundle(d, tmp_path / "x.emb")  # no pooling config, no modules.json
     assert info["pooling"] == "mean" and info["normalize"] == "false"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"id": 30522, "content": "<url>", "special": True},  # beyond the WordPiece vocabulary
+        {"id": 1037, "content": "a", "special": False},  # an ordinary word made an added token
+        {"id": 103, "content": "[MASK]", "special": True, "lstrip": True},  # matched differently
+    ],
+)
+def test_writer_refuses_added_tokens_the_engine_would_split(
+    hf_model_dir: Path, tmp_path: Path, change: dict
+) -> None:
+    """The engine knows only the standard BERT special tokens; a tokenizer.json with others
+    would give other ids than Hugging Face tokenizers, so it is refused with the way out."""
+    d = tmp_path / "m"
+    d.mkdir()
+    shutil.copy(hf_model_dir / "config.json", d / "config.json")
+    (d / "model.safetensors").symlink_to(hf_model_dir / "model.safetensors")
+    tok = json.loads((hf_model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    base = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+    added = [a for a in tok["added_tokens"] if a["id"] != change["id"]]
+    tok["added_tokens"] = [*added, {**base, **change}]
+    (d / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
+    with pytest.raises(UnsupportedArchitecture, match=r"added token .* backend='onnx'"):
+        write_bundle(d, tmp_path / "x.emb")
+

@@ -160,6 +160,28 @@ def _read_pooling(hf_dir: Path) -> tuple[str, bool]:
     return pooling, normalize
 
 
+def _check_added_tokens(
+    tj: Path, added: list[dict[str, Any]], vocab_map: dict[str, int], flags: dict[str, int]
+) -> None:
+    """The engine matches exactly these added tokens in raw text: the PAD, UNK, CLS and SEP of
+    the flags and ``[MASK]``, each special, matched as written (no normalization, stripping or
+    word boundary). Any other added token would be split like ordinary text and give other ids
+    than Hugging Face ``tokenizers``, so such a tokenizer is refused rather than mis-tokenized."""
+    known = {flags["pad_id"], flags["unk_id"], flags["cls_id"], flags["sep_id"]}
+    if "[MASK]" in vocab_map:
+        known.add(vocab_map["[MASK]"])
+    for a in added:
+        content, ident = a.get("content"), a.get("id")
+        plain = a.get("special", False) and not any(
+            a.get(k, False) for k in ("normalized", "lstrip", "rstrip", "single_word"))
+        if ident not in known or vocab_map.get(str(content)) != ident or not plain:
+            raise UnsupportedArchitecture(
+                f"{tj}: added token {content!r} (id {ident}) is not one the engine's tokenizer "
+                "handles (only [PAD], [UNK], [CLS], [SEP] and [MASK], special and matched as "
+                "written); this model cannot be bundled: run it with backend='onnx'"
+            )
+
+
 def _read_tokenizer(hf_dir: Path) -> tuple[list[str], dict[str, int]]:
     """Vocabulary (by id) and the engine tokenizer's flags, from tokenizer.json or vocab.txt."""
     tj = hf_dir / "tokenizer.json"
@@ -200,6 +222,7 @@ def _read_tokenizer(hf_dir: Path) -> tuple[list[str], dict[str, int]]:
         flags["pad_id"] = int(pad.get("pad_id", vocab_map.get("[PAD]", 0)))
         flags["cls_id"], flags["sep_id"] = int(cls_ids[0]), int(sep_ids[0])
         flags["unk_id"] = int(vocab_map.get(unk_token, -1))
+        _check_added_tokens(tj, t.get("added_tokens") or [], vocab_map, flags)
         n = len(vocab_map)
         vocab: list[str | None] = [None] * n
         for tok, i in vocab_map.items():
