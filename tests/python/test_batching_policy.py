@@ -8,6 +8,8 @@ import pytest
 
 from edgembed.batching.cost_model import CostModel, CostPrior
 from edgembed.batching.policy import (
+    CALIBRATION_MAX,
+    CALIBRATION_MIN,
     MISS_BUDGET_CAP,
     AdmissionKind,
     ArrivalStats,
@@ -16,6 +18,7 @@ from edgembed.batching.policy import (
     PolicyConfig,
     Request,
     admit,
+    calibrate,
     decide,
     expired,
     form_batch,
@@ -264,6 +267,18 @@ def test_miss_budget_arithmetic() -> None:
     assert settle_miss_budget(-1.0, True, True, 0.99) == pytest.approx(-0.99)  # paid already
     assert settle_miss_budget(MISS_BUDGET_CAP, False, True, 0.9) == MISS_BUDGET_CAP
     assert settle_miss_budget(-MISS_BUDGET_CAP, True, False, 0.9) == -MISS_BUDGET_CAP
+
+
+def test_calibration_steps_and_bounds() -> None:
+    assert calibrate(1.0, missed=True, percentile=0.99) == pytest.approx(1.0 + 0.05 * 0.99)
+    assert calibrate(1.0, missed=False, percentile=0.99) == pytest.approx(1.0 - 0.05 * 0.01)
+    f = 1.0
+    for _ in range(100_000):  # hits only: the plan was pessimistic; trusted down to the floor
+        f = calibrate(f, missed=False, percentile=0.9)
+    assert f == CALIBRATION_MIN == 0.85
+    for _ in range(1_000):  # misses only: capped
+        f = calibrate(f, missed=True, percentile=0.9)
+    assert f == CALIBRATION_MAX
 
 
 def test_arrival_statistics() -> None:

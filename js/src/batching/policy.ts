@@ -16,7 +16,8 @@ export const MAX_PLAN_BATCHES = 32; // admission plans at most this many batches
 export const RETRY_CAP_MS = 60_000.0; // longest retry-after hint
 export const MISS_BUDGET_CAP = 2.0; // bound of the miss budget, in requests
 export const CALIBRATION_RATE = 0.05; // relative step of the admission calibration per served request
-export const CALIBRATION_MAX = 4.0; // the calibration stays within [1, CALIBRATION_MAX]
+export const CALIBRATION_MIN = 0.85; // the calibration stays within [CALIBRATION_MIN, CALIBRATION_MAX]
+export const CALIBRATION_MAX = 4.0;
 export const URGENT_HORIZON_BATCHES = 2.0; // a request due within this many full batches is served first
 
 /** Priority lane of a request. */
@@ -322,12 +323,12 @@ export function settleMissBudget(budget: number, missed: boolean, reserved: bool
 /**
  * Updates the admission calibration (the factor on planned latencies) after a request: up by
  * CALIBRATION_RATE * percentile on a miss, down by CALIBRATION_RATE * (1 - percentile) on a hit,
- * within [1, CALIBRATION_MAX].
+ * within [CALIBRATION_MIN, CALIBRATION_MAX] (below 1: the margined plan over-predicts at steady load).
  */
 export function calibrate(factor: number, missed: boolean, percentile: number): number {
   if (missed) factor = factor * (1.0 + CALIBRATION_RATE * percentile);
   else factor = factor * (1.0 - CALIBRATION_RATE * (1.0 - percentile));
-  return Math.min(Math.max(factor, 1.0), CALIBRATION_MAX);
+  return Math.min(Math.max(factor, CALIBRATION_MIN), CALIBRATION_MAX);
 }
 
 /** Predicted latency of `req` if it joined `queue` now (plans the batches formBatch would form). */

@@ -50,7 +50,8 @@ MAX_PLAN_BATCHES = 32  # admission plans at most this many batches ahead
 RETRY_CAP_MS = 60_000.0  # longest retry-after hint
 MISS_BUDGET_CAP = 2.0  # bound of the miss budget, in requests
 CALIBRATION_RATE = 0.05  # relative step of the admission calibration per served request
-CALIBRATION_MAX = 4.0  # the calibration stays within [1, CALIBRATION_MAX]
+CALIBRATION_MIN = 0.85  # the calibration stays within [CALIBRATION_MIN, CALIBRATION_MAX]
+CALIBRATION_MAX = 4.0
 URGENT_HORIZON_BATCHES = 2.0  # a request due within this many full batches is served first
 
 
@@ -403,13 +404,15 @@ def calibrate(factor: float, missed: bool, percentile: float) -> float:
     It rises by ``CALIBRATION_RATE * percentile`` (relative) on a miss and falls by
     ``CALIBRATION_RATE * (1 - percentile)`` on a hit, so it settles where a share
     ``1 - percentile`` of served requests miss — correcting a plan that is too optimistic under
-    overload — and never goes below 1: a plan is never trusted to be pessimistic.
+    overload. It may also fall a little below 1 (to ``CALIBRATION_MIN``): the plan margins the
+    request's own batch by a high quantile of the cost model's error, so at steady high load it
+    over-predicts, and trusting it in full would shed requests that would have kept the target.
     """
     if missed:
         factor = factor * (1.0 + CALIBRATION_RATE * percentile)
     else:
         factor = factor * (1.0 - CALIBRATION_RATE * (1.0 - percentile))
-    return min(max(factor, 1.0), CALIBRATION_MAX)
+    return min(max(factor, CALIBRATION_MIN), CALIBRATION_MAX)
 
 
 def plan_latency(
