@@ -23,9 +23,16 @@ before(async () => {
     hits.set(req.url, (hits.get(req.url) ?? 0) + 1);
     if (req.url === "/payload.bin" || req.url === "/payload2.bin") {
       res.writeHead(200, { "content-length": payload.length, "content-type": "application/octet-stream" });
-      // in pieces, so progress is reported more than once
-      for (let i = 0; i < payload.length; i += 65536) res.write(payload.subarray(i, i + 65536));
-      res.end();
+      // in pieces a few milliseconds apart, so that every runtime's fetch sees more than one
+      // chunk and progress is reported more than once (written at once, Bun may coalesce them)
+      const pieces = [];
+      for (let i = 0; i < payload.length; i += 65536) pieces.push(payload.subarray(i, i + 65536));
+      const next = () => {
+        const piece = pieces.shift();
+        if (piece === undefined) res.end();
+        else res.write(piece, () => setTimeout(next, 5));
+      };
+      next();
     } else if (req.url === "/model.emb") {
       res.writeHead(200, { "content-length": bundle.length });
       res.end(bundle);
