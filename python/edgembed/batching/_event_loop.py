@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import BatcherClosed, BatcherError, DeadlineExceeded, InputError, Overloaded
+from ..errors import BatcherClosed, BatcherError, DeadlineExceeded
 from .batcher import AdaptiveBatcher, _Pending, _settle
 from .cost_model import CostPrior
-from .policy import AdmissionKind, Lane
+from .policy import Lane
 from .scheduler import Dispatch, Outcome
 
 __all__ = ["EventLoopBatcher"]
@@ -82,45 +81,18 @@ class EventLoopBatcher(AdaptiveBatcher):
         Raises at once what :meth:`AdaptiveBatcher.submit` raises. Cancelling the future
         withdraws the request if it has not started.
         """
-        single = isinstance(texts, str)
-        items: list[str] = [texts] if isinstance(texts, str) else list(texts)
-        for t in items:
-            if not isinstance(t, str):
-                raise InputError(f"texts must be str, got {type(t).__name__}")
-        try:
-            lane = Lane(priority)
-        except ValueError:
-            raise InputError(
-                f"priority must be 'interactive' or 'bulk', got {priority!r}"
-            ) from None
-        if deadline_ms is not None and not (deadline_ms > 0 and math.isfinite(deadline_ms)):
-            raise InputError(f"deadline_ms must be a positive number, got {deadline_ms!r}")
+        single, items, lane = self._check_request(texts, priority, deadline_ms)
         loop = _loop()
         fut: asyncio.Future[Any] = loop.create_future()
         if not items:
             fut.set_result([])
             return fut
-        tokens = [int(n) for n in self._count(items)]
-        if len(tokens) != len(items):
-            raise BatcherError("count_tokens returned a count per text of another length")
+        tokens = self._token_counts(items)
         if self._closed:
             raise BatcherClosed("the batcher is closed; create a new AdaptiveBatcher")
         rid = next(self._ids)
         adm = self._sched.admit(self._now(), rid, tokens, lane=lane, deadline_ms=deadline_ms)
-        if adm.kind is AdmissionKind.OVERLOADED:
-            raise Overloaded(
-                f"the batcher is overloaded ({adm.reason}: predicted latency "
-                f"{adm.predicted_latency_ms:.1f} ms, target {self.config.lane_target_ms(lane):g}"
-                f" ms); retry after {adm.retry_after_ms / 1000.0:.3f} s or add capacity",
-                retry_after=adm.retry_after_ms / 1000.0,
-            )
-        if adm.kind is AdmissionKind.DEADLINE:
-            raise DeadlineExceeded(
-                f"a deadline of {deadline_ms} ms cannot be met: computing this request alone "
-                f"is predicted to take longer"
-            )
-        if adm.kind is AdmissionKind.CLOSED:
-            raise BatcherClosed("the batcher is closing; create a new AdaptiveBatcher")
+        self._raise_refusal(adm, lane, deadline_ms)
         self._pending[rid] = _Pending(rid, items, single, fut)  # type: ignore[arg-type]
         fut.add_done_callback(functools.partial(self._on_cancel, rid))
         if self._task is None:

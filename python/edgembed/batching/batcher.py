@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import BatcherClosed, BatcherError, DeadlineExceeded, InputError, Overloaded
 from .cost_model import CostModel, CostPrior
 from .metrics import BatcherStats, prometheus_text
-from .policy import AdmissionKind, Lane, PolicyConfig
+from .policy import Admission, AdmissionKind, Lane, PolicyConfig
 from .scheduler import Dispatch, Outcome, Scheduler, split_outputs
 
 __all__ = ["AdaptiveBatcher", "estimate_tokens"]
@@ -154,20 +154,13 @@ class AdaptiveBatcher:
 
     # -- public API ----------------------------------------------------------------------------
 
-    def submit(
-        self,
-        texts: str | Sequence[str],
-        *,
-        priority: str | Lane = "interactive",
-        deadline_ms: float | None = None,
-    ) -> Future[Any]:
-        """Queue a request; the future resolves to its vector (for a ``str``) or vectors.
+    # -- shared by the threaded and the event-loop submit ---------------------------------------
 
-        Raises at once :class:`Overloaded` (queue full or the latency target out of reach),
-        :class:`DeadlineExceeded` (the deadline cannot be met even if computed now),
-        :class:`BatcherClosed`, or :class:`InputError`. Cancelling the future withdraws the
-        request if it has not started. ``deadline_ms`` is counted from now.
-        """
+    @staticmethod
+    def _check_request(
+        texts: str | Sequence[str], priority: str | Lane, deadline_ms: float | None
+    ) -> tuple[bool, list[str], Lane]:
+        """Validate a request's arguments: (single text?, the texts, the lane)."""
         single = isinstance(texts, str)
         items: list[str] = [texts] if isinstance(texts, str) else list(texts)
         for t in items:
@@ -181,21 +174,16 @@ class AdaptiveBatcher:
             ) from None
         if deadline_ms is not None and not (deadline_ms > 0 and math.isfinite(deadline_ms)):
             raise InputError(f"deadline_ms must be a positive number, got {deadline_ms!r}")
-        fut: Future[Any] = Future()
-        if not items:
-            fut.set_result([])
-            return fut
+        return single, items, lane
+
+    def _token_counts(self, items: list[str]) -> list[int]:
         tokens = [int(n) for n in self._count(items)]
         if len(tokens) != len(items):
             raise BatcherError("count_tokens returned a count per text of another length")
-        with self._cond:
-            if self._closed:
-                raise BatcherClosed("the batcher is closed; create a new AdaptiveBatcher")
-            rid = next(self._ids)
-            adm = self._sched.admit(self._now(), rid, tokens, lane=lane, deadline_ms=deadline_ms)
-            if adm.kind is AdmissionKind.ACCEPT:
-                self._pending[rid] = _Pending(rid, items, single, fut)
-                self._cond.notify_all()
+        return tokens
+
+    def _raise_refusal(self, adm: Admission, lane: Lane, deadline_ms: float | None) -> None:
+        """Raise what a refused admission means for the caller; return when it was accepted."""
         if adm.kind is AdmissionKind.OVERLOADED:
             raise Overloaded(
                 f"the batcher is overloaded ({adm.reason}: predicted latency "
@@ -210,6 +198,36 @@ class AdaptiveBatcher:
             )
         if adm.kind is AdmissionKind.CLOSED:
             raise BatcherClosed("the batcher is closing; create a new AdaptiveBatcher")
+
+    def submit(
+        self,
+        texts: str | Sequence[str],
+        *,
+        priority: str | Lane = "interactive",
+        deadline_ms: float | None = None,
+    ) -> Future[Any]:
+        """Queue a request; the future resolves to its vector (for a ``str``) or vectors.
+
+        Raises at once :class:`Overloaded` (queue full or the latency target out of reach),
+        :class:`DeadlineExceeded` (the deadline cannot be met even if computed now),
+        :class:`BatcherClosed`, or :class:`InputError`. Cancelling the future withdraws the
+        request if it has not started. ``deadline_ms`` is counted from now.
+        """
+        single, items, lane = self._check_request(texts, priority, deadline_ms)
+        fut: Future[Any] = Future()
+        if not items:
+            fut.set_result([])
+            return fut
+        tokens = self._token_counts(items)
+        with self._cond:
+            if self._closed:
+                raise BatcherClosed("the batcher is closed; create a new AdaptiveBatcher")
+            rid = next(self._ids)
+            adm = self._sched.admit(self._now(), rid, tokens, lane=lane, deadline_ms=deadline_ms)
+            if adm.kind is AdmissionKind.ACCEPT:
+                self._pending[rid] = _Pending(rid, items, single, fut)
+                self._cond.notify_all()
+        self._raise_refusal(adm, lane, deadline_ms)
         fut.add_done_callback(functools.partial(self._on_done, rid))
         return fut
 
