@@ -8,10 +8,12 @@ bytes or a file, with everything that may block done asynchronously.
     rows = embedder.embed(["a sentence", "another"])   # 2 rows of 384 floats, unit length
 
 ``load`` fetches a URL with Pyodide's ``pyfetch`` (``urllib`` in a thread on CPython) and
-compiles the engine with ``WebAssembly.compile``, which a browser's main thread requires for
-modules over 4 KB. Where synchronous compilation is allowed (a Web Worker — JupyterLite's
-kernel, PyScript's ``worker`` scripts — Node, Deno), ``Embedder.load(path_or_bytes)`` does the
-same without ``await``. Without numpy, ``embed`` returns a list of ``array('f')`` rows.
+compiles the engine with ``WebAssembly.compile``, asynchronously, which works on every host
+and is what a browser's main thread may require (browsers may cap synchronous compilation there;
+headless Chromium 156 compiles the ~68 KB engine synchronously too). In a Web Worker —
+JupyterLite's kernel, PyScript's ``worker`` scripts — Node and Deno,
+``Embedder.load(path_or_bytes)`` does the same without ``await``. Without numpy, ``embed``
+returns a list of ``array('f')`` rows.
 """
 
 from __future__ import annotations

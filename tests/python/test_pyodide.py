@@ -164,6 +164,30 @@ def test_vectors_identical_to_wasmtime(
         assert np.allclose(norms, 1.0, atol=1e-5)
 
 
+def test_browser_main_thread(pyodide_run: dict[str, Any], cpython: dict[str, Any]) -> None:
+    """The same wheel in Pyodide on headless Chromium's main thread (tests/pyodide/browser.mjs):
+    micropip installs it by URL, ``await edgembed.web.load(url)`` compiles the engine
+    asynchronously, and the first 40 corpus vectors equal wasmtime's byte for byte."""
+    hosts = REPO / "tests" / "js" / "hosts" / "node_modules" / "playwright-core" / "index.mjs"
+    chromium = Path(os.environ.get("EDGEMBED_CHROMIUM", "/usr/bin/chromium"))
+    if not hosts.is_file() or not chromium.is_file():
+        pytest.skip("needs Chromium and playwright-core: run js/test.sh (./build.sh js) first")
+    work = pyodide_run["_work"]
+    out = _run(["node", str(HERE / "browser.mjs"), str(work)], timeout=300)
+    result = next(line for line in reversed(out.splitlines()) if line.startswith("RESULT "))
+    report = json.loads(result[len("RESULT "):])
+    assert report["problems"] == [], report["problems"]
+    assert "HeadlessChrome" in report["userAgent"]
+    assert report["backend"] == ["wasm", "simd128"] and (report["n"], report["dim"]) == (40, 384)
+    want = np.ascontiguousarray(cpython["embed.f32"][:40]).tobytes()
+    assert (work / "out" / "browser.f32").read_bytes() == want, "Chromium and wasmtime differ"
+    # The synchronous load either works (this Chromium compiles the small engine synchronously
+    # on the main thread too) and gives the same vectors, or says to use edgembed.web.load.
+    sync = report["sync_load"]
+    assert sync == ["ok", True] or (
+        sync[0] == "BackendUnavailable" and "edgembed.web.load" in sync[1]), sync
+
+
 def test_bundle_from_bytes_and_url(pyodide_run: dict[str, Any]) -> None:
     assert pyodide_run["bytes_identical"] is True
     assert pyodide_run["url_identical"] is True

@@ -7,8 +7,9 @@ element at a time: ``Uint8Array.new(memory.buffer, ptr, n).assign(data)`` into w
 ``memory.grow`` replaces the ArrayBuffer.
 
 Compiling: ``PyodideHost.from_directory`` compiles synchronously, which a Web Worker, Node and
-Deno allow; a browser's main thread refuses synchronous compilation of modules over 4 KB, so
-there ``await PyodideHost.create()`` (used by ``edgembed.web.load``) compiles asynchronously.
+Deno allow; a browser may cap synchronous compilation on its main thread (older Chromium: 4 KB;
+Chromium 156 compiles the engine), so ``await PyodideHost.create()`` (used by
+``edgembed.web.load``) compiles asynchronously and works everywhere.
 
 Variant: SIMD128 by default (Pyodide cannot see the CPU, and on x86-64 V8 runs the relaxed dot
 product slower); ``variant="relaxed"`` takes the relaxed build after its probe finds the
