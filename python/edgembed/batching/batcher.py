@@ -152,8 +152,6 @@ class AdaptiveBatcher:
         self._ids = itertools.count()
         self._closed = False
 
-    # -- public API ----------------------------------------------------------------------------
-
     # -- shared by the threaded and the event-loop submit ---------------------------------------
 
     @staticmethod
@@ -198,6 +196,8 @@ class AdaptiveBatcher:
             )
         if adm.kind is AdmissionKind.CLOSED:
             raise BatcherClosed("the batcher is closing; create a new AdaptiveBatcher")
+
+    # -- public API ----------------------------------------------------------------------------
 
     def submit(
         self,
