@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from edgembed.backends.native import _ModelInfo as ModelInfo  # the backend's view of the struct
 from edgembed.export.bundle import write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,23 +25,6 @@ LIB = REPO / "build" / "native" / "libedgembed.so"
 REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 
 OK, BAD_MAGIC, BAD_VERSION, TRUNCATED, CORRUPT, TOO_LONG = 0, 4, 5, 6, 7, 9
-
-
-class ModelInfo(ctypes.Structure):
-    _fields_ = [
-        (n, ctypes.c_int32)
-        for n in (
-            "dim",
-            "n_layers",
-            "n_heads",
-            "ffn_dim",
-            "vocab_size",
-            "max_length",
-            "pooling",
-            "normalize",
-            "version",
-        )
-    ]
 
 
 class Engine:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from io import BufferedReader
 from pathlib import Path
 from typing import Protocol, Union
@@ -38,6 +38,39 @@ _COPY_CHUNK = 1 << 20  # a bundle file goes into wasm memory 1 MiB at a time
 
 # bytes in memory (from Python or a fetch), or a path to a .emb file
 BundleSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
+
+
+def tokenize_texts(
+    tokenize_one: Callable[[str, bool], tuple[list[int], int]],
+    texts: Sequence[str],
+    truncate: bool,
+    max_length: int,
+) -> list[list[int]]:
+    """Every text through an engine's ``tokenize_one`` (ids, full length); a text the engine
+    returns no ids for is over ``max_length`` with ``truncate`` off: InputTooLong."""
+    out = []
+    for t in texts:
+        ids, full = tokenize_one(t, truncate)
+        if not ids:
+            raise InputTooLong(
+                f"a text has {full} tokens, more than the model's max_length "
+                f"{max_length}; pass truncate=True or shorten it"
+            )
+        out.append(ids)
+    return out
+
+
+def count_text_tokens(
+    tokenize_one: Callable[[str, bool], tuple[list[int], int]],
+    texts: Sequence[str],
+    truncate: bool,
+) -> list[int]:
+    """Tokens each text costs the encoder (its full length when ``truncate`` is off)."""
+    counts = []
+    for t in texts:
+        ids, full = tokenize_one(t, truncate)
+        counts.append(len(ids) if truncate else full)
+    return counts
 
 
 class WasmHost(Protocol):
@@ -226,24 +259,11 @@ class Engine:
 
     def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
         """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
-        out = []
-        for t in texts:
-            ids, full = self.tokenize_one(t, truncate)
-            if not ids:
-                raise InputTooLong(
-                    f"a text has {full} tokens, more than the model's max_length "
-                    f"{self.max_length}; pass truncate=True or shorten it"
-                )
-            out.append(ids)
-        return out
+        return tokenize_texts(self.tokenize_one, texts, truncate, self.max_length)
 
     def count_tokens(self, texts: Sequence[str], truncate: bool = True) -> list[int]:
         """Tokens each text costs the encoder (its full length when truncate is False)."""
-        counts = []
-        for t in texts:
-            ids, full = self.tokenize_one(t, truncate)
-            counts.append(len(ids) if truncate else full)
-        return counts
+        return count_text_tokens(self.tokenize_one, texts, truncate)
 
     def encode_into(self, batch: Sequence[Sequence[int]], out: memoryview) -> None:
         """Pooled, not normalized vectors of ``batch`` as float32 rows into ``out`` (bytes,

@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BackendUnavailable, BundleError, EngineError, InputError, InputTooLong
+from ._engine import count_text_tokens, tokenize_texts
 
 __all__ = ["NativeBackend", "NativeLibrary", "find_library", "load_library", "native_available"]
 
@@ -373,26 +374,13 @@ class NativeBackend:
 
     def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
         """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
-        out = []
         with self._lock:
-            for t in texts:
-                ids, full = self._tokenize_one(t, truncate)
-                if not ids:
-                    raise InputTooLong(
-                        f"a text has {full} tokens, more than the model's max_length "
-                        f"{self.max_length}; pass truncate=True or shorten it"
-                    )
-                out.append(ids)
-        return out
+            return tokenize_texts(self._tokenize_one, texts, truncate, self.max_length)
 
     def count_tokens(self, texts: Sequence[str], truncate: bool = True) -> list[int]:
         """Tokens each text costs the encoder (its full length when truncate is False)."""
         with self._lock:
-            counts = []
-            for t in texts:
-                ids, full = self._tokenize_one(t, truncate)
-                counts.append(len(ids) if truncate else full)
-        return counts
+            return count_text_tokens(self._tokenize_one, texts, truncate)
 
     def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
         """Pooled, not normalized vectors (n, dim) of a batch of id sequences."""
