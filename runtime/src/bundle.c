@@ -321,6 +321,75 @@ const emb_str *emb_bundle_meta(const emb_bundle *b, const char *key) {
     return NULL;
 }
 
+/* ── typed metadata values ─────────────────────────────────────────────────────────── */
+
+int emb_bundle_meta_is(const emb_bundle *b, const char *key, const char *want) {
+    const emb_str *v = emb_bundle_meta(b, key);
+    if (!v) return 0;
+    size_t i = 0;
+    for (; i < v->len; i++) {
+        if (want[i] == '\0' || want[i] != v->ptr[i]) return 0;
+    }
+    return want[i] == '\0';
+}
+
+emb_status emb_bundle_meta_int(const emb_bundle *b, const char *key, int64_t lo, int64_t hi, int32_t *out) {
+    const emb_str *v = emb_bundle_meta(b, key);
+    if (!v || v->len == 0 || v->len > 10) return EMB_STATUS_CORRUPT;
+    int64_t x = 0;
+    for (size_t i = 0; i < v->len; i++) {
+        char ch = v->ptr[i];
+        if (ch < '0' || ch > '9') return EMB_STATUS_CORRUPT;
+        x = x * 10 + (ch - '0');
+    }
+    if (x < lo || x > hi) return EMB_STATUS_CORRUPT;
+    *out = (int32_t)x;
+    return EMB_STATUS_OK;
+}
+
+emb_status emb_bundle_meta_bool(const emb_bundle *b, const char *key, int32_t *out) {
+    if (emb_bundle_meta_is(b, key, "true")) {
+        *out = 1;
+    } else if (emb_bundle_meta_is(b, key, "false")) {
+        *out = 0;
+    } else {
+        return EMB_STATUS_CORRUPT;
+    }
+    return EMB_STATUS_OK;
+}
+
+/* A plain decimal float such as "1e-12" or "1.5E-05"; good to an ulp or two, enough for eps. */
+emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, float *out) {
+    const emb_str *v = emb_bundle_meta(b, key);
+    if (!v || v->len == 0 || v->len > 32) return EMB_STATUS_CORRUPT;
+    const char *p = v->ptr, *end = v->ptr + v->len;
+    double mant = 0;
+    int exp10 = 0, digits = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++, digits++) mant = mant * 10 + (*p - '0');
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+            mant = mant * 10 + (*p - '0');
+            exp10--;
+        }
+    }
+    if (digits == 0) return EMB_STATUS_CORRUPT;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int sign = 1, e = 0, ed = 0;
+        if (p < end && (*p == '-' || *p == '+')) sign = *p++ == '-' ? -1 : 1;
+        for (; p < end && *p >= '0' && *p <= '9' && ed < 3; p++, ed++) e = e * 10 + (*p - '0');
+        if (ed == 0) return EMB_STATUS_CORRUPT;
+        exp10 += sign * e;
+    }
+    if (p != end || exp10 < -60 || exp10 > 60) return EMB_STATUS_CORRUPT;
+    double scale = 1;
+    for (int i = 0; i < (exp10 < 0 ? -exp10 : exp10); i++) scale *= 10;
+    double val = exp10 < 0 ? mant / scale : mant * scale;
+    if (!(val > 0 && val < 1)) return EMB_STATUS_CORRUPT;
+    *out = (float)val;
+    return EMB_STATUS_OK;
+}
+
 /*
  * CRC-32 (reflected polynomial 0xEDB88320, as zlib), four bytes per step with four tables:
  * the whole weight region is checked at every load, so the byte-at-a-time loop was too slow.

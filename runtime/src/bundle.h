@@ -55,6 +55,14 @@ void emb_bundle_release(emb_bundle *b);
 const emb_tensor *emb_bundle_tensor(const emb_bundle *b, const char *name);
 const emb_str *emb_bundle_meta(const emb_bundle *b, const char *key);
 
+/* Typed metadata values. meta_is: 1 when `key` is present and equals `want`. The others return
+   EMB_STATUS_CORRUPT for a missing or malformed value: meta_int a decimal integer in [lo, hi],
+   meta_bool "true" or "false", meta_float a plain decimal in (0, 1) such as "1e-12". */
+int emb_bundle_meta_is(const emb_bundle *b, const char *key, const char *want);
+emb_status emb_bundle_meta_int(const emb_bundle *b, const char *key, int64_t lo, int64_t hi, int32_t *out);
+emb_status emb_bundle_meta_bool(const emb_bundle *b, const char *key, int32_t *out);
+emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, float *out);
+
 uint32_t emb_crc32(const uint8_t *data, size_t n);
 
 #endif /* EMB_BUNDLE_H */

@@ -39,73 +39,6 @@ const char *emb_status_str(emb_status status) {
 
 /* ── reading the configuration ─────────────────────────────────────────────────────── */
 
-static int meta_is(const emb_bundle *b, const char *key, const char *want) {
-    const emb_str *v = emb_bundle_meta(b, key);
-    if (!v) return 0;
-    size_t i = 0;
-    for (; i < v->len; i++) {
-        if (want[i] == '\0' || want[i] != v->ptr[i]) return 0;
-    }
-    return want[i] == '\0';
-}
-
-static emb_status meta_int(const emb_bundle *b, const char *key, int64_t lo, int64_t hi, int32_t *out) {
-    const emb_str *v = emb_bundle_meta(b, key);
-    if (!v || v->len == 0 || v->len > 10) return EMB_STATUS_CORRUPT;
-    int64_t x = 0;
-    for (size_t i = 0; i < v->len; i++) {
-        char ch = v->ptr[i];
-        if (ch < '0' || ch > '9') return EMB_STATUS_CORRUPT;
-        x = x * 10 + (ch - '0');
-    }
-    if (x < lo || x > hi) return EMB_STATUS_CORRUPT;
-    *out = (int32_t)x;
-    return EMB_STATUS_OK;
-}
-
-static emb_status meta_bool(const emb_bundle *b, const char *key, int32_t *out) {
-    if (meta_is(b, key, "true")) {
-        *out = 1;
-    } else if (meta_is(b, key, "false")) {
-        *out = 0;
-    } else {
-        return EMB_STATUS_CORRUPT;
-    }
-    return EMB_STATUS_OK;
-}
-
-/* A plain decimal float such as "1e-12" or "1.5E-05"; good to an ulp or two, enough for eps. */
-static emb_status meta_float(const emb_bundle *b, const char *key, float *out) {
-    const emb_str *v = emb_bundle_meta(b, key);
-    if (!v || v->len == 0 || v->len > 32) return EMB_STATUS_CORRUPT;
-    const char *p = v->ptr, *end = v->ptr + v->len;
-    double mant = 0;
-    int exp10 = 0, digits = 0;
-    for (; p < end && *p >= '0' && *p <= '9'; p++, digits++) mant = mant * 10 + (*p - '0');
-    if (p < end && *p == '.') {
-        for (p++; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
-            mant = mant * 10 + (*p - '0');
-            exp10--;
-        }
-    }
-    if (digits == 0) return EMB_STATUS_CORRUPT;
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        int sign = 1, e = 0, ed = 0;
-        if (p < end && (*p == '-' || *p == '+')) sign = *p++ == '-' ? -1 : 1;
-        for (; p < end && *p >= '0' && *p <= '9' && ed < 3; p++, ed++) e = e * 10 + (*p - '0');
-        if (ed == 0) return EMB_STATUS_CORRUPT;
-        exp10 += sign * e;
-    }
-    if (p != end || exp10 < -60 || exp10 > 60) return EMB_STATUS_CORRUPT;
-    double scale = 1;
-    for (int i = 0; i < (exp10 < 0 ? -exp10 : exp10); i++) scale *= 10;
-    double val = exp10 < 0 ? mant / scale : mant * scale;
-    if (!(val > 0 && val < 1)) return EMB_STATUS_CORRUPT;
-    *out = (float)val;
-    return EMB_STATUS_OK;
-}
-
 static const void *tensor(const emb_bundle *b, const char *name, emb_dtype dt, int ndim, int64_t d0,
                           int64_t d1, int64_t d2, int64_t d3) {
     const emb_tensor *t = emb_bundle_tensor(b, name);
@@ -151,23 +84,22 @@ static emb_status load_model(emb_model *m) {
     emb_weights *w = &m->weights;
     emb_status s;
 
-    if (!meta_is(b, "arch", "bert") || !meta_is(b, "hidden_act", "gelu") ||
-        !meta_is(b, "quantization", "int8-block32") || !meta_is(b, "weight_layout", "n4k4") ||
-        !meta_is(b, "tokenizer", "wordpiece")) {
+    if (!emb_bundle_meta_is(b, "arch", "bert") || !emb_bundle_meta_is(b, "hidden_act", "gelu") ||
+        !emb_bundle_meta_is(b, "quantization", "int8-block32") || !emb_bundle_meta_is(b, "weight_layout", "n4k4")) {
         return EMB_STATUS_UNSUPPORTED;
     }
-    if ((s = meta_int(b, "dim", 32, 8192, &cf->dim)) || (s = meta_int(b, "n_layers", 1, 256, &cf->n_layers)) ||
-        (s = meta_int(b, "n_heads", 1, 256, &cf->n_heads)) || (s = meta_int(b, "ffn_dim", 32, 65536, &cf->ffn_dim)) ||
-        (s = meta_int(b, "vocab_size", 1, 1 << 24, &cf->vocab_size)) ||
-        (s = meta_int(b, "max_positions", 2, 1 << 16, &cf->max_positions)) ||
-        (s = meta_int(b, "type_vocab_size", 1, 1 << 16, &cf->type_vocab_size)) ||
-        (s = meta_int(b, "max_length", 2, 1 << 16, &cf->max_length)) || (s = meta_bool(b, "normalize", &cf->normalize)) ||
-        (s = meta_float(b, "layer_norm_eps", &cf->eps))) {
+    if ((s = emb_bundle_meta_int(b, "dim", 32, 8192, &cf->dim)) || (s = emb_bundle_meta_int(b, "n_layers", 1, 256, &cf->n_layers)) ||
+        (s = emb_bundle_meta_int(b, "n_heads", 1, 256, &cf->n_heads)) || (s = emb_bundle_meta_int(b, "ffn_dim", 32, 65536, &cf->ffn_dim)) ||
+        (s = emb_bundle_meta_int(b, "vocab_size", 1, 1 << 24, &cf->vocab_size)) ||
+        (s = emb_bundle_meta_int(b, "max_positions", 2, 1 << 16, &cf->max_positions)) ||
+        (s = emb_bundle_meta_int(b, "type_vocab_size", 1, 1 << 16, &cf->type_vocab_size)) ||
+        (s = emb_bundle_meta_int(b, "max_length", 2, 1 << 16, &cf->max_length)) || (s = emb_bundle_meta_bool(b, "normalize", &cf->normalize)) ||
+        (s = emb_bundle_meta_float(b, "layer_norm_eps", &cf->eps))) {
         return s;
     }
-    if (meta_is(b, "pooling", "mean")) {
+    if (emb_bundle_meta_is(b, "pooling", "mean")) {
         cf->pooling = EMB_POOLING_MEAN;
-    } else if (meta_is(b, "pooling", "cls")) {
+    } else if (emb_bundle_meta_is(b, "pooling", "cls")) {
         cf->pooling = EMB_POOLING_CLS;
     } else {
         return EMB_STATUS_UNSUPPORTED;
@@ -206,30 +138,10 @@ static emb_status load_model(emb_model *m) {
         if (!L->attn_norm_w || !L->attn_norm_b || !L->ffn_norm_w || !L->ffn_norm_b) return EMB_STATUS_CORRUPT;
     }
 
-    /* the tokenizer */
-    emb_tokenizer_config tc;
-    int32_t clean, chinese, lower, strip;
-    if ((s = meta_bool(b, "tokenizer.lowercase", &lower)) || (s = meta_bool(b, "tokenizer.strip_accents", &strip)) ||
-        (s = meta_bool(b, "tokenizer.handle_chinese_chars", &chinese)) ||
-        (s = meta_bool(b, "tokenizer.clean_text", &clean)) ||
-        (s = meta_int(b, "tokenizer.unk_id", 0, cf->vocab_size - 1, &tc.unk_id)) ||
-        (s = meta_int(b, "tokenizer.cls_id", 0, cf->vocab_size - 1, &tc.cls_id)) ||
-        (s = meta_int(b, "tokenizer.sep_id", 0, cf->vocab_size - 1, &tc.sep_id)) ||
-        (s = meta_int(b, "tokenizer.pad_id", 0, cf->vocab_size - 1, &tc.pad_id)) ||
-        (s = meta_int(b, "tokenizer.max_input_chars_per_word", 1, 1 << 20, &tc.max_input_chars_per_word))) {
-        return s;
-    }
-    tc.lowercase = lower;
-    tc.strip_accents = strip;
-    tc.handle_chinese_chars = chinese;
-    tc.clean_text = clean;
-    tc.max_length = cf->max_length;
-    const emb_tensor *vocab = emb_bundle_tensor(b, "tokenizer.vocab");
-    if (!vocab || vocab->dtype != EMB_DTYPE_U8 || vocab->ndim != 1) return EMB_STATUS_CORRUPT;
-    s = emb_tokenizer_init(&m->tokenizer, &tc, (const char *)vocab->data, vocab->nbytes);
+    s = emb_tokenizer_from_bundle(&m->tokenizer, b, cf->vocab_size, cf->max_length);
     if (s != EMB_STATUS_OK) {
         m->tokenizer = NULL;
-        return (s == EMB_STATUS_OUT_OF_MEMORY || s == EMB_STATUS_UNSUPPORTED) ? s : EMB_STATUS_CORRUPT;
+        return s;
     }
     return EMB_STATUS_OK;
 }

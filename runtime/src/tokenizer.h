@@ -17,6 +17,7 @@
 #ifndef EMB_TOKENIZER_H
 #define EMB_TOKENIZER_H
 
+#include "bundle.h"
 #include "edgembed.h"
 
 /* Longest word (in characters, after normalization) the WordPiece stage can hold; words longer
@@ -56,6 +57,13 @@ emb_status emb_tokenizer_init_ex(emb_tokenizer **out, const emb_tokenizer_config
                                  size_t vocab_len, const int32_t *added_ids, size_t n_added);
 
 void emb_tokenizer_free(emb_tokenizer *tok);   /* NULL is allowed */
+
+/* The tokenizer a bundle describes: its "tokenizer" metadata names the type and the
+   "tokenizer.*" metadata and tensors hold its tables (layout: include/edgembed.h). Ids are checked
+   against the model's vocab_size; max_length counts the special tokens. UNSUPPORTED for a
+   tokenizer type this build does not implement, CORRUPT for bad tables. On failure *out is NULL. */
+emb_status emb_tokenizer_from_bundle(emb_tokenizer **out, const emb_bundle *b, int32_t vocab_size,
+                                     int32_t max_length);
 
 /* Encodes one UTF-8 text to ids incl. [CLS]/[SEP]. Writes at most `cap` ids; *n_ids gets the number
    written (truncated to max_length when truncate != 0); *n_full gets the length the text would have
