@@ -17,47 +17,32 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import importlib
 import importlib.util
-import io
 import json
 import os
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import EdgembedError, InputError
+from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS
+from .io.progress import ProgressBar
+from .io.readers import Row, RowReader
 
 if TYPE_CHECKING:
     from .embedder import Embedder
 
-__all__ = [
-    "INPUT_FORMATS", "INPUT_SUFFIXES", "OUTPUT_FORMATS", "PARQUET_HINT", "Command",
-    "add_model_options", "hms", "main", "positive_int", "register_command",
-]
+__all__ = ["Command", "add_model_options", "main", "positive_int", "register_command"]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 CHUNK = 512
-PARQUET_HINT = "pip install 'edgembed[parquet]'"
-
-INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
-OUTPUT_FORMATS = ("npy", "jsonl", "parquet")
-INPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet",
-                   ".pq": "parquet"}
-_OUTPUT_SUFFIXES = {".npy": "npy", ".jsonl": "jsonl", ".ndjson": "jsonl",
-                    ".parquet": "parquet", ".pq": "parquet"}
 
 
 # --- the registry ------------------------------------------------------------------------------
@@ -153,361 +138,6 @@ def _load(args: argparse.Namespace) -> Embedder:
                          threads=args.threads, progress=lambda m: _say(args, m))
 
 
-def _row_json(row: npt.NDArray[Any]) -> str:
-    return "[" + ",".join(map(str, row.tolist() if row.dtype.kind in "iu" else row)) + "]"
-
-
-# --- input -------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Record:
-    text: str
-    id: Any = None
-
-
-class _Input:
-    """Where texts come from: a file or stdin, read lazily, with a position for the bar."""
-
-    def __init__(self, path: str, fmt: str | None) -> None:
-        self.path = path
-        self.name = "<stdin>" if path == "-" else path
-        self.format = fmt or INPUT_SUFFIXES.get(Path(path).suffix.lower(), "txt")
-        self.total_bytes: int | None = None
-        self.total_rows: int | None = None
-        self.id_type: Any = None  # parquet: the id column's arrow type, kept in the output
-        self._fh: IO[bytes] | None = None
-        if path == "-":
-            self._fh = sys.stdin.buffer
-        else:
-            p = Path(path)
-            if p.is_dir():
-                raise InputError(f"{path} is a directory, not an input file")
-            self._fh = open(p, "rb")  # noqa: SIM115 - closed in close()
-            self.total_bytes = p.stat().st_size or None
-
-    @property
-    def position(self) -> float | None:
-        """Fraction read, when it can be known."""
-        if self.total_bytes and self._fh is not None:
-            with contextlib.suppress(OSError, ValueError):
-                return min(1.0, self._fh.tell() / self.total_bytes)
-        return None
-
-    def close(self) -> None:
-        if self._fh is not None and self.path != "-":
-            self._fh.close()
-
-    def lines(self, errors: str) -> Iterator[tuple[int, str]]:
-        assert self._fh is not None
-        for n, raw in enumerate(self._fh, 1):
-            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                line = raw.decode("utf-8", errors=errors)
-            except UnicodeDecodeError as exc:
-                raise InputError(
-                    f"{self.name}:{n}: invalid UTF-8 (byte {exc.start + 1} of the line); fix "
-                    "the file or pass --errors replace"
-                ) from None
-            yield n, line
-
-    def records(self, args: argparse.Namespace) -> Iterator[_Record]:
-        if self.format == "txt":
-            for _, line in self.lines(args.errors):
-                yield _Record(line.rstrip("\n").removesuffix("\r"))
-        elif self.format == "jsonl":
-            yield from self._jsonl(args)
-        elif self.format == "csv":
-            yield from self._csv(args)
-        else:
-            yield from self._parquet(args)
-
-    def _jsonl(self, args: argparse.Namespace) -> Iterator[_Record]:
-        field, id_col = args.field or "text", args.id_column
-        for n, line in self.lines(args.errors):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"{self.name}:{n}: not valid JSON ({exc})") from None
-            if isinstance(obj, str) and id_col is None:
-                yield _Record(obj)
-                continue
-            if not isinstance(obj, dict):
-                raise InputError(f"{self.name}:{n}: expected a JSON object with a {field!r} "
-                                 "field")
-            yield _Record(self._text(obj, field, f"{self.name}:{n}", "--field"),
-                          self._id(obj, id_col, f"{self.name}:{n}"))
-
-    def _csv(self, args: argparse.Namespace) -> Iterator[_Record]:
-        column, id_col = args.column or "text", args.id_column
-        lines = (line for _, line in self.lines(args.errors))
-        reader = csv.DictReader(lines)
-        header = reader.fieldnames or []
-        if header and column not in header:
-            raise InputError(f"{self.name}: no column {column!r} (columns: "
-                             f"{', '.join(header)}); choose one with --column")
-        if header and id_col is not None and id_col not in header:
-            raise InputError(f"{self.name}: no id column {id_col!r} (columns: "
-                             f"{', '.join(header)})")
-        for row in reader:
-            text = row.get(column)
-            if text is None:
-                raise InputError(f"{self.name}:{reader.line_num}: the row has no {column!r} "
-                                 "value")
-            yield _Record(text, row.get(id_col) if id_col else None)
-
-    def _parquet(self, args: argparse.Namespace) -> Iterator[_Record]:
-        pq = _pyarrow_parquet("reading parquet")
-        column, id_col = args.column or "text", args.id_column
-        assert self._fh is not None
-        source: Any = self._fh if self.path != "-" else io.BytesIO(self._fh.read())
-        try:
-            pf = pq.ParquetFile(source)
-        except Exception as exc:  # pyarrow raises ArrowInvalid and friends
-            raise InputError(f"{self.name} is not a readable parquet file ({exc})") from None
-        names = list(pf.schema_arrow.names)
-        for col in (column, id_col):
-            if col is not None and col not in names:
-                raise InputError(f"{self.name}: no column {col!r} (columns: "
-                                 f"{', '.join(names)}); choose one with --column")
-        if id_col is not None:
-            self.id_type = pf.schema_arrow.field(id_col).type
-        self.total_rows = int(pf.metadata.num_rows)
-        self.total_bytes = None
-        cols = [column] if id_col is None else [column, id_col]
-        row = 0
-        for batch in pf.iter_batches(batch_size=CHUNK, columns=cols):
-            data = batch.to_pydict()
-            ids = data[id_col] if id_col is not None else [None] * batch.num_rows
-            for text, rid in zip(data[column], ids, strict=True):
-                if not isinstance(text, str):
-                    raise InputError(f"{self.name}: row {row}: {column!r} is "
-                                     f"{type(text).__name__}, not a string")
-                row += 1
-                yield _Record(text, rid)
-
-    @staticmethod
-    def _text(obj: dict[str, Any], field: str, where: str, option: str) -> str:
-        if field not in obj:
-            raise InputError(f"{where}: no field {field!r} (fields: {', '.join(map(str, obj))}); "
-                             f"choose one with {option}")
-        value = obj[field]
-        if not isinstance(value, str):
-            raise InputError(f"{where}: field {field!r} is {type(value).__name__}, not a string")
-        return value
-
-    @staticmethod
-    def _id(obj: dict[str, Any], id_col: str | None, where: str) -> Any:
-        if id_col is None:
-            return None
-        if id_col not in obj:
-            raise InputError(f"{where}: no id field {id_col!r}")
-        return obj[id_col]
-
-
-def _pyarrow_parquet(what: str) -> Any:
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(f"{what} needs pyarrow: {PARQUET_HINT}") from None
-    return pq
-
-
-# --- output ------------------------------------------------------------------------------------
-
-
-class _Output:
-    """Where vectors go. A file is written under a temporary name beside it and renamed into
-    place at the end, so it is checked for writability before any work and never left half
-    written."""
-
-    def __init__(self, path: str | None, fmt: str | None, with_ids: bool) -> None:
-        self.path = path
-        self.with_ids = with_ids
-        self.id_type: Any = None  # set from a parquet input; otherwise ids are strings
-        if path not in (None, "-") and Path(path).is_dir():
-            raise InputError(f"{path} is a directory; give a file name for -o")
-        if path is None:
-            self.format = "lines"
-        elif fmt:
-            self.format = fmt
-        elif path == "-":
-            self.format = "jsonl"
-        else:
-            suffix = Path(path).suffix.lower()
-            if suffix not in _OUTPUT_SUFFIXES:
-                raise InputError(f"cannot tell the output format of {path!r}: use a .npy, "
-                                 ".jsonl or .parquet name, or --output-format")
-            self.format = _OUTPUT_SUFFIXES[suffix]
-        if self.format == "parquet":
-            self._pa = _pyarrow_parquet("writing parquet")
-        self._tmp: Path | None = None
-        self._file: IO[bytes] | None = None
-        self._rows = 0
-        self._shape_dtype: tuple[int, np.dtype[Any]] | None = None
-        self._buffer: list[npt.NDArray[Any]] = []
-        self._ids: list[Any] = []
-        self._writer: Any = None
-        if path not in (None, "-"):
-            target = Path(path)
-            try:
-                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                           dir=target.parent)
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot write there ({exc.strerror})", path) from None
-            self._tmp = Path(tmp)
-            self._file = os.fdopen(fd, "wb")
-            if self.format == "npy":
-                self._file.write(b"\0" * _NPY_HEADER)  # the header is written at the end
-
-    @property
-    def _fh(self) -> IO[bytes]:
-        if self._file is not None:
-            return self._file
-        sys.stdout.flush()
-        return sys.stdout.buffer
-
-    def write(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> None:
-        if self._shape_dtype is None:
-            self._shape_dtype = (int(vectors.shape[1]), vectors.dtype)
-        if self.format == "lines":
-            self._fh.write("".join(_row_json(r) + "\n" for r in vectors).encode())
-            self._fh.flush()
-        elif self.format == "jsonl":
-            out = []
-            for r, rid in zip(vectors, ids, strict=True):
-                head = f'{{"id": {json.dumps(rid, default=str)}, ' if self.with_ids else "{"
-                out.append(f'{head}"embedding": {_row_json(r)}}}\n')
-            self._fh.write("".join(out).encode())
-        elif self.format == "npy":
-            if self._tmp is None:  # stdout cannot seek back to the header: keep rows
-                self._buffer.append(vectors)
-            else:
-                self._fh.write(np.ascontiguousarray(vectors).tobytes())
-        else:
-            self._write_parquet(vectors, ids)
-        self._rows += len(vectors)
-
-    def _table(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> Any:
-        import pyarrow as pa
-
-        dim = int(vectors.shape[1])
-        flat = pa.array(np.ascontiguousarray(vectors).reshape(-1))
-        columns = {"embedding": pa.FixedSizeListArray.from_arrays(flat, dim)}
-        if self.with_ids:
-            values = list(ids) if self.id_type is not None else [_id_text(i) for i in ids]
-            columns = {"id": pa.array(values, type=self.id_type or pa.string()), **columns}
-        return pa.table(columns)
-
-    def _write_parquet(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> None:
-        table = self._table(vectors, ids)
-        if self._writer is None:
-            sink: Any = str(self._tmp) if self._tmp is not None else io.BytesIO()
-            self._sink = sink
-            self._writer = self._pa.ParquetWriter(sink, table.schema)
-        self._writer.write_table(table)
-
-    def finish(self, dim: int, dtype: np.dtype[Any]) -> None:
-        """Complete the output (an empty input still gives a valid, empty file)."""
-        dim, dtype = self._shape_dtype or (dim, dtype)
-        if self.format == "parquet":
-            if self._writer is None:
-                self._write_parquet(np.zeros((0, dim), dtype), [])
-            self._writer.close()
-            if self._tmp is None:
-                sys.stdout.buffer.write(self._sink.getvalue())
-        elif self.format == "npy":
-            header = _npy_header(dtype, (self._rows, dim))
-            if self._tmp is None:
-                rows = (np.concatenate(self._buffer) if self._buffer
-                        else np.zeros((0, dim), dtype))
-                sys.stdout.buffer.write(header + np.ascontiguousarray(rows).tobytes())
-            else:
-                self._fh.seek(0)
-                self._fh.write(header)
-        self._fh.flush()
-        if self._tmp is not None:
-            self._fh.close()
-            assert self.path is not None
-            os.replace(self._tmp, self.path)
-            self._tmp = None
-
-    def abort(self) -> None:
-        if self._writer is not None and self._tmp is not None:
-            with contextlib.suppress(Exception):
-                self._writer.close()
-        if self._tmp is not None:
-            self._fh.close()
-            self._tmp.unlink(missing_ok=True)
-            self._tmp = None
-
-
-def _id_text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, default=str)
-
-
-_NPY_HEADER = 128  # bytes reserved for the .npy header: magic, version, length, dict
-
-
-def _npy_header(dtype: np.dtype[Any], shape: tuple[int, int]) -> bytes:
-    """A version 1.0 .npy header padded to exactly _NPY_HEADER bytes."""
-    text = (f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, "
-            f"'shape': {shape!r}, }}")
-    body = text.ljust(_NPY_HEADER - 10 - 1) + "\n"
-    head = b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body.encode("latin1")
-    assert len(head) == _NPY_HEADER
-    return head
-
-
-# --- progress ----------------------------------------------------------------------------------
-
-
-class _Bar:
-    """A one-line progress bar on stderr: texts, texts/s and ETA. Silent unless enabled."""
-
-    def __init__(self, enabled: bool, source: _Input) -> None:
-        self.enabled = enabled
-        self.source = source
-        self.start = time.monotonic()
-        self.last = 0.0
-        self.done = 0
-
-    def update(self, n: int) -> None:
-        self.done += n
-        now = time.monotonic()
-        if not self.enabled or now - self.last < 0.2:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        rate = self.done / elapsed
-        frac = self.source.position
-        if self.source.total_rows:
-            frac = self.done / self.source.total_rows
-        line = f"\r{self.done:,} texts  {rate:,.1f} texts/s"
-        if frac and frac > 0:
-            eta = elapsed * (1 - frac) / frac
-            filled = int(frac * 20)
-            line += f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}  ETA {hms(eta)}"
-        sys.stderr.write(line.ljust(79))
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.last:
-            sys.stderr.write("\r" + " " * 79 + "\r")
-            sys.stderr.flush()
-
-
-def hms(seconds: float) -> str:
-    s = int(seconds + 0.5)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
-        f"{s // 60}:{s % 60:02d}"
-
-
 # --- the embed command -------------------------------------------------------------------------
 
 _EMBED_EXAMPLES = """\
@@ -576,6 +206,7 @@ def _embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
 
 def _run_embed(args: argparse.Namespace) -> int:
     from .embedder import output_layout
+    from .io.writers import VectorWriter
 
     if args.input is None and not args.texts:
         raise _Usage("give texts to embed or -i FILE (see embed --help)")
@@ -584,15 +215,17 @@ def _run_embed(args: argparse.Namespace) -> int:
     for opt, fmts in (("field", ("jsonl",)), ("column", ("csv", "parquet"))):
         if getattr(args, opt) and args.input is None:
             raise _Usage(f"--{opt} applies to -i FILE ({'/'.join(fmts)})")
-    source = _Input(args.input, args.input_format) if args.input is not None else None
-    with_ids = args.id_column is not None
+    source = None
+    if args.input is not None:
+        source = RowReader(args.input, args.input_format, field=args.field, column=args.column,
+                           id_column=args.id_column, encoding_errors=args.errors)
     try:
-        output = _Output(args.output, args.output_format, with_ids)
+        output = VectorWriter(args.output, args.output_format, args.id_column is not None)
     except BaseException:
         if source is not None:
             source.close()
         raise
-    bar: _Bar | None = None
+    bar: ProgressBar | None = None
     try:
         embedder = _load(args)
         embedder.embed([], dimensions=args.dimensions, precision=args.precision,
@@ -602,18 +235,20 @@ def _run_embed(args: argparse.Namespace) -> int:
             prefix = embedder.manifest.query_prefix
         elif args.document:
             prefix = embedder.manifest.document_prefix
-        records: Iterable[_Record] = (
-            source.records(args) if source is not None else (_Record(t) for t in args.texts))
+        rows: Iterable[Row] = (
+            _texts_of(source) if source is not None
+            else (Row(i, t) for i, t in enumerate(args.texts)))
         if source is not None:
-            bar = _Bar(_show_bar(args), source)
+            output.id_type = source.id_type
+            reader = source
+            bar = ProgressBar(_show_bar(args), total_rows=source.total_rows,
+                              position=lambda: reader.position, unit="texts")
         truncated = total = 0
-        for chunk in _chunks(records, CHUNK):
+        for chunk in _chunks(rows, CHUNK):
             vectors, cut = embedder._embed_counted(
-                [r.text for r in chunk], start=total, normalize=not args.no_normalize,
+                [r.text or "" for r in chunk], start=total, normalize=not args.no_normalize,
                 prefix=prefix, truncate=not args.no_truncate, dimensions=args.dimensions,
                 precision=args.precision, max_batch_tokens=args.batch_tokens)
-            if source is not None:
-                output.id_type = source.id_type
             output.write(vectors, [r.id for r in chunk])
             truncated += cut
             total += len(chunk)
@@ -636,6 +271,14 @@ def _run_embed(args: argparse.Namespace) -> int:
             source.close()
 
 
+def _texts_of(source: RowReader) -> Iterator[Row]:
+    """The input's rows; the first malformed one stops the command, naming where it is."""
+    for row in source.rows():
+        if row.error is not None:
+            raise InputError(f"{source.name}{row.where}: {row.error}")
+        yield row
+
+
 def _show_bar(args: argparse.Namespace) -> bool:
     if args.quiet or not sys.stderr.isatty():
         return False
@@ -643,8 +286,8 @@ def _show_bar(args: argparse.Namespace) -> bool:
     return not to_stdout or sys.stdout.isatty()
 
 
-def _chunks(items: Iterable[_Record], size: int) -> Iterator[list[_Record]]:
-    chunk: list[_Record] = []
+def _chunks(items: Iterable[Row], size: int) -> Iterator[list[Row]]:
+    chunk: list[Row] = []
     for item in items:
         chunk.append(item)
         if len(chunk) >= size:

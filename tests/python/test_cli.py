@@ -325,7 +325,7 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path, monkeypatch: pytest.Mon
     assert main(["-i", str(src), "-o", str(out)]) == 0
     assert err_of(capsys) == ""  # stderr is not a terminal here
     monkeypatch.setattr("sys.stderr.isatty", lambda: True)
-    monkeypatch.setattr("edgembed.cli.time", SimpleNamespace(monotonic=_clock()))
+    monkeypatch.setattr("edgembed.io.progress.time", SimpleNamespace(monotonic=_clock()))
     assert main(["-i", str(src), "-o", str(out)]) == 0
     err = err_of(capsys)
     assert "texts/s" in err and "ETA" in err and "1,024 texts" in err

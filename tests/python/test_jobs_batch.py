@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from edgembed.embedder import Embedder
+from edgembed.io.progress import ProgressBar
 from edgembed.jobs import checkpoint, runner
 from edgembed.jobs.cli import main
-from edgembed.jobs.progress import ProgressBar
 
 MODEL_ARGS = ["--variant", "int8", "--backend", "onnx", "-q"]
 N_KILL_TEXTS = 600

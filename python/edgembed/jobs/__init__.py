@@ -3,7 +3,8 @@
 Two front ends share this package::
 
     embed batch INPUT -o OUTPUT         rows ─► chunks ─► Embedder ─► committed parts ─► OUTPUT
-      reader     rows in (txt, jsonl, csv, parquet; local or fsspec URLs), malformed rows kept
+      (edgembed.io reads the rows — txt, jsonl, csv, parquet; local or fsspec URLs, malformed
+      rows kept — and writes OUTPUT)
       checkpoint the work directory: manifest, one durable commit per chunk, the job's lock
       runner     the job from start (or resume) to the atomic rename of OUTPUT
       ray_engine the same chunks computed by Ray Data actors (``--engine ray``)

@@ -18,11 +18,9 @@ twice into the output and none is missed.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import json
-import os
 import re
 import shutil
 import time
@@ -35,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import InputError
+from ..io.storage import sync_dir, write_durably
 from .errors import CheckpointCorrupt, CheckpointMismatch, JobLocked
 
 __all__ = ["FORMAT_VERSION", "JobManifest", "Part", "WorkDir"]
@@ -271,22 +270,12 @@ class WorkDir:
     # -- files -----------------------------------------------------------------------------------
 
     def _write(self, name: str, data: bytes) -> list[Any]:
-        """Write ``name`` durably under a temporary name, then rename it into place."""
-        tmp = self.path / f"{name}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path / name)
+        """Write ``name`` durably; returns its [size, sha256] for the commit record."""
+        write_durably(self.path / name, data)
         return [len(data), hashlib.sha256(data).hexdigest()]
 
     def _sync_dir(self) -> None:
-        with contextlib.suppress(OSError):  # not every filesystem lets a directory be synced
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        sync_dir(self.path)
 
 
 def _npy_bytes(vectors: npt.NDArray[Any]) -> bytes:

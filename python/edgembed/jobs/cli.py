@@ -12,7 +12,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ..cli import INPUT_FORMATS, OUTPUT_FORMATS, Command, add_model_options, positive_int
+from ..cli import Command, add_model_options, positive_int
+from ..io.formats import INPUT_FORMATS, OUTPUT_FORMATS
 from .runner import DEFAULT_CHUNK, ENGINES, BatchSpec, run_batch
 
 __all__ = ["COMMAND", "add_arguments", "main", "run"]

@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..io.progress import ProgressBar
+from ..io.readers import RowReader
+from ..io.storage import Location
 from .checkpoint import JobManifest, Part, WorkDir, _arrow_bytes
 from .errors import JobError
-from .progress import ProgressBar
-from .reader import RowReader
-from .storage import Location
 
 if TYPE_CHECKING:
     from .runner import BatchSpec

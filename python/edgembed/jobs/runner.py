@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..cli import _OUTPUT_SUFFIXES, _Output
 from ..embedder import DEFAULT_MODEL, output_layout
 from ..errors import InputError
+from ..io.formats import output_format
+from ..io.progress import ProgressBar
+from ..io.readers import Row, RowReader
+from ..io.storage import Location
+from ..io.writers import VectorWriter
 from .checkpoint import FORMAT_VERSION, JobManifest, Part, WorkDir, iter_parts, stamp
 from .errors import CheckpointMismatch, JobError
-from .progress import ProgressBar
-from .reader import Row, RowReader
-from .storage import Location
 
 if TYPE_CHECKING:
     from ..embedder import Embedder
@@ -43,7 +44,6 @@ __all__ = ["DEFAULT_CHUNK", "ENGINES", "BatchResult", "BatchSpec", "run_batch"]
 
 DEFAULT_CHUNK = 1024
 ENGINES = ("local", "ray")
-OUTPUT_FORMATS = ("npy", "jsonl", "parquet")
 
 Say = Callable[[str], None]
 
@@ -133,7 +133,7 @@ def run_batch(
     _check_spec(spec)
     started = time.monotonic()
     output = Location(spec.output)
-    out_format = _output_format(output, spec.output_format)
+    out_format = output_format(output.text, spec.output_format)
     errors_loc = Location(spec.errors_file or _default_errors_path(spec.output))
     output.check_writable()
     errors_loc.check_writable()
@@ -219,20 +219,6 @@ def _check_spec(spec: BatchSpec) -> None:
         raise InputError("--actors must be at least 1 and --cpus-per-actor positive")
 
 
-def _output_format(output: Location, fmt: str | None) -> str:
-    if fmt:
-        if fmt not in OUTPUT_FORMATS:
-            raise InputError(f"unknown output format {fmt!r}; choose from "
-                             f"{', '.join(OUTPUT_FORMATS)}")
-        return fmt
-    name = output.name.lower()
-    suffix = name[name.rfind("."):] if "." in name else ""
-    if suffix not in _OUTPUT_SUFFIXES:
-        raise InputError(f"cannot tell the output format of {output.text!r}: use a .npy, .jsonl "
-                         "or .parquet name, or --output-format")
-    return _OUTPUT_SUFFIXES[suffix]
-
-
 def _default_errors_path(output: str) -> str:
     """``vectors.npy`` → ``vectors.errors.jsonl``, beside the output."""
     head, sep, tail = output.rpartition("/")
@@ -272,6 +258,7 @@ def _manifest(
     spec: BatchSpec, reader: RowReader, output: Location, out_format: str, embedder: Embedder
 ) -> JobManifest:
     entry = embedder.manifest.variants.get(embedder.variant)
+    assert reader.location is not None  # a job's input is a file (_check_spec)
     return JobManifest(
         version=FORMAT_VERSION, input=reader.location.identity, input_format=reader.format,
         input_bytes=reader.total_bytes, output=output.identity, output_format=out_format,
@@ -391,7 +378,7 @@ def _assemble(
     _check_complete(parts)
     target = str(wd.path / f"assembled.{manifest.output_format}") if output.remote \
         else output.local_path.as_posix()
-    out = _Output(target, manifest.output_format, with_ids=manifest.id_column is not None)
+    out = VectorWriter(target, manifest.output_format, with_ids=manifest.id_column is not None)
     out.id_type = id_type
     rows = embedded = 0
     errors_tmp = wd.path / "errors.assembled.jsonl"

@@ -28,7 +28,6 @@ import contextlib
 import itertools
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BatcherClosed, Overloaded
+from ..io.readers import nonblank_lines
+from ..io.storage import append_durably, truncate_durably
 from .store import BatchRecord, JobStore
 
 __all__ = ["Answer", "Handler", "JobWorker", "request_lines", "validate_lines"]
@@ -59,11 +60,8 @@ Handler = Callable[[dict[str, Any]], Awaitable[Answer]]
 
 
 def request_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of every non-blank line of an input file."""
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            if raw.strip():
-                yield n, raw
+    """(line number, line) of every request of an input file: its non-blank lines."""
+    return nonblank_lines(path)
 
 
 def validate_lines(
@@ -208,8 +206,8 @@ class JobWorker:
         folder = self.store.batch_dir(batch.id)
         folder.mkdir(parents=True, exist_ok=True)
         out_path, err_path = folder / "output.jsonl", folder / "errors.jsonl"
-        _cut(out_path, batch.output_bytes)
-        _cut(err_path, batch.error_bytes)
+        truncate_durably(out_path, batch.output_bytes)  # lines after the last commit go
+        truncate_durably(err_path, batch.error_bytes)
         if record is None:  # cannot happen: files in use cannot be deleted
             self.store.begin_finalizing(batch.id)
             return
@@ -232,8 +230,8 @@ class JobWorker:
                     *(self._answer(batch.id, done + i, raw) for i, raw in enumerate(group)))
                 good = [a for a in answers if a[0]]
                 bad = [a for a in answers if not a[0]]
-                out_bytes += await asyncio.to_thread(_append, out, [a[1] for a in good])
-                err_bytes += await asyncio.to_thread(_append, err, [a[1] for a in bad])
+                out_bytes += await asyncio.to_thread(append_durably, out, [a[1] for a in good])
+                err_bytes += await asyncio.to_thread(append_durably, err, [a[1] for a in bad])
                 done += len(group)
                 self.store.advance(batch.id, next_line=done, output_bytes=out_bytes,
                                    error_bytes=err_bytes, completed=len(good), failed=len(bad),
@@ -265,22 +263,3 @@ class JobWorker:
         data = (json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n").encode()
         return answer.status == 200, data, answer.tokens
 
-
-def _cut(path: Path, length: int) -> None:
-    """Cut ``path`` back to ``length`` bytes (lines written after the last commit)."""
-    if not path.exists():
-        path.touch()
-    if path.stat().st_size != length:
-        with open(path, "r+b") as f:
-            f.truncate(length)
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def _append(f: Any, lines: list[bytes]) -> int:
-    data = b"".join(lines)
-    if data:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return len(data)

@@ -1,7 +1,12 @@
-"""Where a job's input and output live: a local path, or an fsspec URL (``s3://…``, ``gs://…``).
+"""Where files live, and writing them so that a crash leaves each one whole or absent.
 
-Local paths use the operating system directly. A URL (anything with ``scheme://``) needs fsspec
-and the package of its protocol (``s3fs``, ``gcsfs``, …): ``pip install 'edgembed[fsspec]'``.
+A :class:`Location` is a local path or an fsspec URL (``s3://…``, ``gs://…``). Local paths use
+the operating system directly. A URL (anything with ``scheme://``) needs fsspec and the package
+of its protocol (``s3fs``, ``gcsfs``, …): ``pip install 'edgembed[fsspec]'``.
+
+The durable helpers (``write_durably``, ``append_durably``, ``truncate_durably``, ``sync_dir``)
+are how ``embed batch`` commits its chunks and the server's batch worker its result lines:
+data is flushed to the disk before anyone is told it is there.
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ import secrets
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["FSSPEC_HINT", "Location", "is_url"]
+__all__ = [
+    "FSSPEC_HINT",
+    "Location",
+    "append_durably",
+    "is_url",
+    "sync_dir",
+    "truncate_durably",
+    "write_durably",
+]
 
 FSSPEC_HINT = "pip install 'edgembed[fsspec]'"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -35,7 +48,7 @@ def _fsspec(url: str) -> Any:
 
 
 class Location:
-    """One file, local or remote, with the few operations a job needs."""
+    """One file, local or remote, with the few operations reading and writing it needs."""
 
     def __init__(self, path: str) -> None:
         self.text = path
@@ -128,3 +141,48 @@ class Location:
         the object appears only once its upload is complete."""
         assert self.remote
         self._fs.put_file(str(local), self._path)
+
+
+# --- durable local files -----------------------------------------------------------------------
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """Write ``path`` under a temporary name, flush it to the disk, then rename it into place:
+    after a crash the file holds either its old content or ``data``, never a part."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def append_durably(f: IO[bytes], lines: list[bytes]) -> int:
+    """Append ``lines`` to an open file and flush them to the disk; returns the bytes added."""
+    data = b"".join(lines)
+    if data:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return len(data)
+
+
+def truncate_durably(path: Path, length: int) -> None:
+    """Cut ``path`` back to ``length`` bytes (creating it empty when missing), on the disk."""
+    if not path.exists():
+        path.touch()
+    if path.stat().st_size != length:
+        with open(path, "r+b") as f:
+            f.truncate(length)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def sync_dir(path: Path) -> None:
+    """Flush a directory's entries (new and renamed files) to the disk, where allowed."""
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be synced
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

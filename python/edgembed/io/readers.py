@@ -1,7 +1,8 @@
-"""Rows in: a job's input file read as numbered rows, tolerating malformed ones.
+"""Texts in: an input file (or stdin) read lazily as numbered rows, malformed ones included.
 
-``embed`` stops at the first bad row; a job instead records it (with its row and line
-number) and goes on, so one broken line does not cost a night's work. A *row* is:
+A malformed row carries its ``error`` instead of a text: ``embed -i`` stops at the first one
+(naming its line), ``embed batch`` records it (with its row and line number) and goes on, so
+one broken line does not cost a night's work. A *row* is:
 
 - txt: every line (an empty line is the empty text);
 - jsonl: every non-blank line: a JSON string, or an object whose ``--field`` holds the text;
@@ -15,18 +16,21 @@ with them checkpoints — do not depend on what the rows contain.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
-from ..cli import INPUT_SUFFIXES, PARQUET_HINT
 from ..errors import InputError
+from .formats import input_format, pyarrow_parquet
 from .storage import Location
 
-__all__ = ["INPUT_FORMATS", "Row", "RowReader", "input_format"]
+__all__ = ["STDIN", "Row", "RowReader", "nonblank_lines"]
 
-INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
+STDIN = "-"
 _PARQUET_BATCH = 1024
 
 
@@ -45,23 +49,23 @@ class Row:
         return json.dumps([self.text, self.id, self.error], default=str,
                           ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
 
-
-def input_format(location: Location, fmt: str | None) -> str:
-    """The input format: ``fmt`` when given, else from the name's suffix (default txt)."""
-    if fmt:
-        return fmt
-    name = location.name.lower()
-    suffix = name[name.rfind("."):] if "." in name else ""
-    return INPUT_SUFFIXES.get(suffix, "txt")
+    @property
+    def where(self) -> str:
+        """``:LINE`` for line-based formats, else `` row N`` (after the input's name)."""
+        return f":{self.line}" if self.line is not None else f": row {self.index}"
 
 
 class RowReader:
     """Reads one input's rows lazily. Opening checks what can be checked without reading on
-    (the file exists; csv header and parquet schema have the columns asked for)."""
+    (the file exists; csv header and parquet schema have the columns asked for).
+
+    ``source``: a :class:`Location`, a path or URL, or ``"-"`` for stdin (``location`` is then
+    None, and a parquet input is read whole before its first row).
+    """
 
     def __init__(
         self,
-        location: Location,
+        source: Location | str,
         fmt: str | None = None,
         *,
         field: str | None = None,
@@ -69,20 +73,19 @@ class RowReader:
         id_column: str | None = None,
         encoding_errors: str = "strict",
     ) -> None:
-        self.location = location
-        self.name = location.text
-        self.format = input_format(location, fmt)
-        if self.format not in INPUT_FORMATS:
-            raise InputError(f"unknown input format {self.format!r}; choose from "
-                             f"{', '.join(INPUT_FORMATS)}")
+        location = Location(source) if isinstance(source, str) and source != STDIN else source
+        self.location: Location | None = location if isinstance(location, Location) else None
+        self.name = "<stdin>" if self.location is None else self.location.text
+        self.format = input_format("" if self.location is None else self.location.name, fmt)
         self.field = field or "text"
         self.column = column or "text"
         self.id_column = id_column
         self.encoding_errors = encoding_errors
         self.total_rows: int | None = None
-        self.total_bytes = location.size()
+        self.total_bytes = None if self.location is None else self.location.size()
         self.id_type: Any = None  # parquet: the id column's arrow type, kept in the output
-        self._fh: IO[bytes] = location.open_read()
+        self._fh: IO[bytes] = (sys.stdin.buffer if self.location is None
+                               else self.location.open_read())
         self._parquet: Any = None
         self._csv: Any = None
         try:
@@ -91,11 +94,12 @@ class RowReader:
             elif self.format == "csv":
                 self._open_csv()
         except BaseException:
-            self._fh.close()
+            self.close()
             raise
 
     def close(self) -> None:
-        self._fh.close()
+        if self.location is not None:  # stdin stays open
+            self._fh.close()
 
     def __enter__(self) -> RowReader:
         return self
@@ -211,12 +215,10 @@ class RowReader:
     # -- parquet ---------------------------------------------------------------------------------
 
     def _open_parquet(self) -> None:
+        pq = pyarrow_parquet("reading parquet")
+        source: Any = self._fh if self.location is not None else io.BytesIO(self._fh.read())
         try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ImportError(f"reading parquet needs pyarrow: {PARQUET_HINT}") from None
-        try:
-            pf = pq.ParquetFile(self._fh)
+            pf = pq.ParquetFile(source)
         except Exception as exc:  # pyarrow raises ArrowInvalid and friends
             raise InputError(f"{self.name} is not a readable parquet file ({exc})") from None
         names = list(pf.schema_arrow.names)
@@ -271,6 +273,14 @@ class RowReader:
                 out.append(Row(first + i, None, rid,
                                f"column {self.column!r} is {_kind(text)}, not a string"))
         return out
+
+
+def nonblank_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of every non-blank line of a local file, as bytes."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if raw.strip():
+                yield n, raw
 
 
 def _kind(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""A one-line progress display for ``embed batch``: rows, texts/s and ETA, on a terminal only."""
+"""A one-line progress display on stderr: rows, texts/s and ETA, drawn only when enabled
+(``embed -i`` and ``embed batch`` enable it on a terminal)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,21 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..cli import hms
+__all__ = ["ProgressBar", "hms"]
 
-__all__ = ["ProgressBar"]
+
+def hms(seconds: float) -> str:
+    """``M:SS``, or ``H:MM:SS`` from an hour on."""
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
+        f"{s // 60}:{s % 60:02d}"
 
 
 class ProgressBar:
     """Rows done (resumed ones included), this run's rate, and the time left.
 
     The ETA comes from the row count when the input knows it (parquet), else from the share of
-    the file read since computing started (line formats).
+    the file read since computing started (line formats). ``unit`` names what is counted.
     """
 
     def __init__(
@@ -24,14 +30,16 @@ class ProgressBar:
         *,
         total_rows: int | None,
         position: Callable[[], float | None],
+        unit: str = "rows",
         interval_s: float = 0.2,
     ) -> None:
         self.enabled = enabled
         self.total_rows = total_rows
+        self.unit = unit
         self._position = position
         self._interval = interval_s
         self._start = time.monotonic()
-        self._start_position: float | None = None
+        self._start_position = position()
         self._last = 0.0
         self.rows = 0
         self.computed = 0
@@ -40,12 +48,10 @@ class ProgressBar:
         """Rows a resume found already committed: counted as done, not in the rate."""
         self.rows += n
         self._start = time.monotonic()
-        self._start_position = None
+        self._start_position = self._position()
 
     def update(self, n: int) -> None:
-        """``n`` more rows computed and committed."""
-        if self._start_position is None:
-            self._start_position = self._position()
+        """``n`` more rows computed (and, in a job, committed)."""
         self.rows += n
         self.computed += n
         now = time.monotonic()
@@ -54,7 +60,7 @@ class ProgressBar:
         self._last = now
         elapsed = max(now - self._start, 1e-9)
         rate = self.computed / elapsed
-        line = f"\r{self.rows:,} rows  {rate:,.1f} texts/s"
+        line = f"\r{self.rows:,} {self.unit}  {rate:,.1f} texts/s"
         frac, eta = self._fraction_eta(elapsed, rate)
         if frac is not None:
             filled = int(frac * 20)
