@@ -19,9 +19,9 @@ returns a list of ``array('f')`` rows.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
+from . import env
 from ._bundle import BundleEmbedder, embedder_from_bundle
 from .backends._engine import BundleSource
 from .errors import ModelNotFound, SourceUnavailable
@@ -37,7 +37,7 @@ def is_url(source: object) -> bool:
 async def fetch_bundle(url: str) -> bytes:
     """The bytes of the bundle at ``url``. An HTTP error status raises ModelNotFound, a
     network failure SourceUnavailable."""
-    if sys.platform == "emscripten":
+    if env.HOST.pyodide:
         from pyodide.http import pyfetch
 
         try:
@@ -83,7 +83,7 @@ async def load(
     if isinstance(model, str) and is_url(model):
         source = await fetch_bundle(model)
     host = None
-    if sys.platform == "emscripten":
+    if env.HOST.pyodide:
         from .backends._pyodide import PyodideHost
 
         host = await PyodideHost.create(variant=wasm_variant)

@@ -234,8 +234,8 @@ def test_cpython_gives_the_same_errors(tmp_path: Path) -> None:
     with pytest.raises(ModelNotFound, match="embed bundle"):
         embedder_from_bundle("all-minilm-l6-v2")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("edgembed.backends.wasm._package_wasm_dir", lambda: None)
-        mp.setattr("edgembed.backends.wasm.Path.is_file", lambda self: False)
+        mp.setattr("edgembed.backends._wasm_files._package_wasm_dir", lambda: None)
+        mp.setattr("edgembed.backends._wasm_files.Path.is_file", lambda self: False)
         mp.delenv("EDGEMBED_WASM_DIR", raising=False)
         with pytest.raises(BackendUnavailable, match=r"edgembed.wasm was not found.*build.sh wasm"):
             find_wasm_dir()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendUnavailable
-from .wasm import WASM_FILES, find_wasm_dir, read_wasm
+from ._wasm_files import WASM_FILES, check_variant, find_wasm_dir, read_wasm
 
 __all__ = ["PyodideHost"]
 
@@ -46,8 +46,7 @@ def _to_u8(js: Any, data: bytes) -> Any:
 
 def _module_bytes(directory: Path | None, variant: str | None) -> tuple[str, bytes]:
     """(variant, .wasm bytes): SIMD128 unless ``variant`` is "relaxed"."""
-    if variant not in (None, "relaxed", "simd128"):
-        raise BackendUnavailable(f"unknown wasm variant {variant!r} (relaxed or simd128)")
+    check_variant(variant)
     name = "relaxed" if variant == "relaxed" else "simd128"
     where = find_wasm_dir(directory)
     data = read_wasm(where, name)

@@ -5,7 +5,9 @@ Two front ends share this package::
     embed batch INPUT -o OUTPUT         rows ─► chunks ─► Embedder ─► committed parts ─► OUTPUT
       (edgembed.io reads the rows — txt, jsonl, csv, parquet; local or fsspec URLs, malformed
       rows kept — and writes OUTPUT)
+      spec       BatchSpec: what the job reads, computes and writes
       checkpoint the work directory: manifest, one durable commit per chunk, the job's lock
+      chunks     one chunk of rows ─► vectors, ids, malformed-row records (both engines)
       runner     the job from start (or resume) to the atomic rename of OUTPUT
       ray_engine the same chunks computed by Ray Data actors (``--engine ray``)
 
@@ -20,7 +22,8 @@ how to use them.
 from __future__ import annotations
 
 from .errors import CheckpointCorrupt, CheckpointMismatch, JobError, JobLocked
-from .runner import BatchResult, BatchSpec, run_batch
+from .runner import BatchResult, run_batch
+from .spec import BatchSpec
 
 __all__ = [
     "BatchResult",

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from ..cli import Command, add_model_options, positive_int
 from ..io.formats import INPUT_FORMATS, OUTPUT_FORMATS
-from .runner import DEFAULT_CHUNK, ENGINES, BatchSpec, run_batch
+from .runner import run_batch
+from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 
 __all__ = ["COMMAND", "add_arguments", "main", "run"]
 

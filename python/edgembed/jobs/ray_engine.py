@@ -33,10 +33,11 @@ from ..io.progress import ProgressBar
 from ..io.readers import RowReader
 from ..io.storage import Location
 from .checkpoint import JobManifest, Part, WorkDir, _arrow_bytes
+from .chunks import digest_rows, embed_rows
 from .errors import JobError
 
 if TYPE_CHECKING:
-    from .runner import BatchSpec
+    from .spec import BatchSpec
 
 __all__ = ["RAY_HINT", "ChunkEmbedder", "compute_with_ray"]
 
@@ -68,8 +69,6 @@ class ChunkEmbedder:
                                 encoding_errors=m.encoding_errors)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
-        from .runner import digest_rows, embed_rows
-
         out: dict[str, list[Any]] = {k: [] for k in
                                      ("chunk", "rows", "digest", "npy", "ids", "errors")}
         size = self.manifest.chunk_size

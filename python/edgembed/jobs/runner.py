@@ -19,65 +19,29 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
-
-from ..embedder import DEFAULT_MODEL, output_layout
+from ..embedder import output_layout
 from ..errors import InputError
 from ..io.formats import output_format
 from ..io.progress import ProgressBar
-from ..io.readers import Row, RowReader
+from ..io.readers import RowReader
 from ..io.storage import Location
 from ..io.writers import VectorWriter
 from .checkpoint import FORMAT_VERSION, JobManifest, Part, WorkDir, iter_parts, stamp
+from .chunks import Chunk, chunks_of, embed_rows
 from .errors import CheckpointMismatch, JobError
+from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 
 if TYPE_CHECKING:
     from ..embedder import Embedder
 
 __all__ = ["DEFAULT_CHUNK", "ENGINES", "BatchResult", "BatchSpec", "run_batch"]
 
-DEFAULT_CHUNK = 1024
-ENGINES = ("local", "ray")
-
 Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class BatchSpec:
-    """One ``embed batch`` job: what to read, how to embed it, where to write it."""
-
-    input: str
-    output: str
-    input_format: str | None = None
-    output_format: str | None = None
-    field: str | None = None
-    column: str | None = None
-    id_column: str | None = None
-    encoding_errors: str = "strict"
-    errors_file: str | None = None
-    model: str = DEFAULT_MODEL
-    variant: str | None = None
-    backend: str = "auto"
-    threads: int | None = None
-    prompt: str | None = None  # "query" or "document": the model's prefix for that kind
-    normalize: bool = True
-    truncate: bool = True
-    dimensions: int | None = None
-    precision: str = "float32"
-    chunk_size: int = DEFAULT_CHUNK
-    resume: bool = False
-    restart: bool = False
-    work_dir: str | None = None
-    engine: str = "local"
-    ray_address: str | None = None
-    actors: int = 2
-    cpus_per_actor: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -96,25 +60,6 @@ class BatchResult:
     @property
     def texts_per_second(self) -> float:
         return self.computed_rows / self.seconds if self.seconds > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Rows ``[first_row, first_row + len(rows))`` of the input, computed as one unit."""
-
-    number: int
-    first_row: int
-    rows: list[Row]
-
-    def digest(self) -> str:
-        return digest_rows(self.rows)
-
-
-def digest_rows(rows: Iterable[Row]) -> str:
-    h = hashlib.sha256()
-    for r in rows:
-        h.update(r.fingerprint())
-    return h.hexdigest()
 
 
 def run_batch(
@@ -274,20 +219,6 @@ def _manifest(
 # --- the local engine --------------------------------------------------------------------------
 
 
-def chunks_of(rows: Iterator[Row], size: int) -> Iterator[Chunk]:
-    """Consecutive chunks of ``size`` rows (the last may be shorter)."""
-    current: list[Row] = []
-    number = 0
-    for row in rows:
-        current.append(row)
-        if len(current) == size:
-            yield Chunk(number, number * size, current)
-            number += 1
-            current = []
-    if current:
-        yield Chunk(number, number * size, current)
-
-
 def _compute_local(
     spec: BatchSpec,
     manifest: JobManifest,
@@ -324,43 +255,6 @@ def _verify(part: Part, chunk: Chunk) -> None:
         raise CheckpointMismatch(f"the input changed since the job started (rows "
                                  f"{chunk.first_row}–{last} differ); resume with the same "
                                  "input, or start over with --restart")
-
-
-def embed_rows(
-    embedder: Embedder, rows: list[Row], manifest: JobManifest
-) -> tuple[npt.NDArray[Any], list[Any] | None, list[dict[str, Any]]]:
-    """Vectors of the rows that have a text, their ids, and a record per malformed row.
-
-    With truncation off, a text over the model's max length is a malformed row, not the end
-    of the job.
-    """
-    good = [r for r in rows if r.error is None]
-    problems = {r.index: r.error for r in rows if r.error is not None}
-    if not manifest.truncate and good:
-        counts = embedder.count_tokens([r.text or "" for r in good], prefix=manifest.prefix,
-                                       truncate=False)
-        for r, n in zip(list(good), counts, strict=True):
-            if n > embedder.max_length:
-                problems[r.index] = (f"{n} tokens, over the model's max length "
-                                     f"{embedder.max_length} (truncation is off)")
-        good = [r for r in good if r.index not in problems]
-    vectors = embedder.embed([r.text or "" for r in good], normalize=manifest.normalize,
-                             prefix=manifest.prefix or None, truncate=True,
-                             dimensions=manifest.dimensions, precision=manifest.precision)
-    ids = [r.id for r in good] if manifest.id_column is not None else None
-    errors = [error_record(r, problems[r.index]) for r in rows if r.index in problems]
-    return vectors, ids, errors
-
-
-def error_record(row: Row, message: str) -> dict[str, Any]:
-    """One line of the errors file."""
-    record: dict[str, Any] = {"row": row.index}
-    if row.line is not None:
-        record["line"] = row.line
-    if row.id is not None:
-        record["id"] = row.id if isinstance(row.id, (str, int, float, bool)) else str(row.id)
-    record["error"] = message
-    return record
 
 
 # --- the output --------------------------------------------------------------------------------
@@ -424,8 +318,3 @@ def _check_complete(parts: dict[int, Part]) -> None:
 
 def _json_line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
-
-
-def empty_vectors(manifest: JobManifest) -> npt.NDArray[Any]:
-    width, dtype = output_layout(manifest.dimensions or manifest.dim, manifest.precision)
-    return np.zeros((0, width), dtype=dtype)
