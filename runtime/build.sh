@@ -21,9 +21,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CC="${CC:-cc}"
 PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
-WARN="-std=c11 -Wall -Wextra -Wshadow -Wpedantic -Werror"
-# -ffp-contract=off: no fused multiply-add, so every build rounds exactly like the reference.
-COMMON="$WARN -ffp-contract=off -fno-math-errno -Iruntime/include -Iruntime/src"
+# warnings, arithmetic (no fused multiply-add) and include paths: runtime/cflags.txt
+COMMON="$(sed 's/#.*//' runtime/cflags.txt | xargs)"
 # Engine sources: everything in runtime/src except the wasm-only files.
 SRCS=$(ls runtime/src/*.c | grep -v -e platform_wasm.c -e kernels_simd128.c -e kernels_relaxed.c)
 

@@ -5,7 +5,12 @@
  * produce an object write it through an out-pointer and return an emb_status, because a C
  * global would be shared between the instances of the threads build. The host allocates its
  * buffers with emb_alloc_wasm (64-byte aligned) and writes inputs there directly.
- * exports.txt lists these names; runtime/tools/build_wasm.py checks both against edgembed.h.
+ * The bindings' ABI modules (python/edgembed/backends/_abi.py WASM_EXPORTS, js/src/abi.ts EXPORTS)
+ * list these exports; tests/python/test_abi.py checks them against this file and edgembed.h, and
+ * runtime/tools/build_wasm.py checks every built module's exports against WASM_EXPORTS.
+ * The module exports its memory (the threads build imports a shared env.memory instead and
+ * exports __stack_pointer, which each worker's instance must set to a stack of its own before
+ * its first call; see docs/engine.md).
  */
 #include "edgembed.h"
 #include "kernels.h"
@@ -39,7 +44,7 @@ EXPORT(emb_model_init_wasm) int32_t emb_model_init_wasm(emb_model **out, const v
     return emb_model_init(out, bundle, size);
 }
 EXPORT(emb_model_free_wasm) void emb_model_free_wasm(emb_model *model) { emb_model_free(model); }
-/* info: 9 int32 in emb_model_info's order */
+/* info: an emb_model_info (its layout is asserted in edgembed.h) */
 EXPORT(emb_model_get_info_wasm) void emb_model_get_info_wasm(const emb_model *model, emb_model_info *info) {
     emb_model_get_info(model, info);
 }

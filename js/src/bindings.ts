@@ -1,6 +1,6 @@
 /**
- * The only module that touches the engine's wasm exports (wasm/exports.txt, wasm/exports.c).
- * Everything else in the package works with the typed objects defined here.
+ * The only module that touches the engine's wasm exports (their signatures, statuses and struct
+ * layouts are in abi.ts). Everything else in the package works with the typed objects defined here.
  *
  *   WebAssembly.Module ─► EngineInstance (one instance: its memory, its stack, typed calls)
  *                              └─► EngineSession (a model + a context + buffers: tokenize, encode)
@@ -16,6 +16,19 @@
  *                          __stack_pointer, which every instance after the first must point at a
  *                          stack of its own before its first call
  */
+import {
+  BUNDLE_STATUSES,
+  MODEL_INFO_BYTES,
+  missingExports,
+  POOLING,
+  poolingName,
+  Status,
+  unpackModelInfo,
+  WASM_KERNELS,
+  WASM_SIZE_T_BYTES,
+  type Exports,
+  type Pooling,
+} from "./abi.js";
 import { env } from "./env.js";
 import {
   BackendUnavailable,
@@ -38,25 +51,9 @@ export const WASM_FILES: Readonly<Record<Variant, string>> = Object.freeze({
 /** Stack of each thread's instance, as linked (-z stack-size=262144 in runtime/tools/build_wasm.py). */
 export const THREAD_STACK_BYTES = 262144;
 
-/** emb_status values (runtime/include/edgembed.h). */
-export const Status = Object.freeze({
-  OK: 0,
-  INVALID_ARGUMENT: 1,
-  OUT_OF_MEMORY: 2,
-  BUFFER_TOO_SMALL: 3,
-  BAD_MAGIC: 4,
-  BAD_VERSION: 5,
-  TRUNCATED: 6,
-  CORRUPT: 7,
-  UNSUPPORTED: 8,
-  TOO_LONG: 9,
-});
+export type { Pooling };
 
-/** emb_pooling values. */
-export type Pooling = "model" | "mean" | "cls";
-const POOLING: Record<Pooling, number> = { model: 0, mean: 1, cls: 2 };
-
-/** emb_model_info (9 int32). */
+/** emb_model_info, as the package names it. */
 export interface ModelInfo {
   readonly dim: number;
   readonly nLayers: number;
@@ -68,32 +65,6 @@ export interface ModelInfo {
   readonly normalize: boolean;
   readonly version: number;
 }
-
-interface Exports {
-  memory?: WebAssembly.Memory;
-  __stack_pointer?: WebAssembly.Global;
-  emb_alloc_wasm(size: number): number;
-  emb_free_wasm(ptr: number): void;
-  emb_status_str_wasm(status: number): number;
-  emb_bundle_versions_wasm(): number;
-  emb_kernels_wasm(): number;
-  emb_relaxed_probe_wasm(): number;
-  emb_model_init_wasm(out: number, bundle: number, size: number): number;
-  emb_model_free_wasm(model: number): void;
-  emb_model_get_info_wasm(model: number, info: number): void;
-  emb_model_get_meta_wasm(model: number, key: number, len: number): number;
-  emb_model_tokenize_wasm(
-    model: number, utf8: number, len: number, truncate: number, ids: number, cap: number, nIds: number, nFull: number,
-  ): number;
-  emb_context_init_wasm(out: number, model: number, maxTokens: number): number;
-  emb_context_free_wasm(ctx: number): void;
-  emb_context_max_tokens_wasm(ctx: number): number;
-  emb_context_encode_wasm(
-    ctx: number, ids: number, lengths: number, nSeqs: number, pooling: number, normalize: number, out: number, outCap: number,
-  ): number;
-}
-
-const KERNELS: Record<number, string> = { 0: "reference", 1: "simd128", 2: "relaxed" };
 
 // ── modules ────────────────────────────────────────────────────────────────────────────────
 
@@ -287,7 +258,8 @@ export function sharedMemory(limits: { initial: number; maximum: number }): WebA
 /** Pointer into an engine's memory (opaque to the rest of the package). */
 export type Ptr = number & { readonly __ptr: unique symbol };
 
-const OUT_BYTES = 64; // scratch for out-parameters: out pointer, n_ids, n_full, len, info (36 bytes)
+// scratch for out-parameters: an out pointer or n_ids + n_full (size_t each), a length, model info
+const OUT_BYTES = Math.max(64, MODEL_INFO_BYTES);
 
 export class EngineInstance {
   readonly kernels: string;
@@ -302,7 +274,7 @@ export class EngineInstance {
     this.memory = memory;
     this.shared = typeof SharedArrayBuffer === "function" && memory.buffer instanceof SharedArrayBuffer;
     this.ownStack = ownStack;
-    this.kernels = KERNELS[x.emb_kernels_wasm()] ?? "unknown";
+    this.kernels = WASM_KERNELS[x.emb_kernels_wasm()] ?? "unknown";
     this.scratch = this.alloc(OUT_BYTES);
   }
 
@@ -321,6 +293,10 @@ export class EngineInstance {
       imports.env = { memory: options.memory };
     }
     const instance = await WebAssembly.instantiate(module, imports);
+    const missing = missingExports(instance.exports);
+    if (missing.length > 0) {
+      throw new BackendUnavailable(`this engine module lacks the exports ${missing.join(", ")}: it is older or newer than the package; rebuild it with \`./build.sh wasm\``);
+    }
     const x = instance.exports as unknown as Exports;
     if (options.stackTop !== undefined) {
       if (!x.__stack_pointer) throw new BackendUnavailable("this engine module has no __stack_pointer to set");
@@ -401,7 +377,7 @@ export class EngineInstance {
 
   fail(status: number, what: string): never {
     const text = this.statusText(status);
-    if (status >= Status.BAD_MAGIC && status <= Status.UNSUPPORTED) {
+    if (BUNDLE_STATUSES.has(status)) {
       const [lo, hi] = this.bundleVersions;
       throw new BundleError(`${what}: ${text} (this engine reads bundle versions ${lo} through ${hi})`);
     }
@@ -430,17 +406,17 @@ export class EngineInstance {
 
   modelInfo(model: Ptr): ModelInfo {
     this.x.emb_model_get_info_wasm(model, this.scratch);
-    const v = this.i32s(this.scratch, 9);
+    const v = unpackModelInfo(this.i32s(this.scratch, MODEL_INFO_BYTES / 4));
     return Object.freeze({
-      dim: v[0],
-      nLayers: v[1],
-      nHeads: v[2],
-      ffnDim: v[3],
-      vocabSize: v[4],
-      maxLength: v[5],
-      pooling: v[6] === POOLING.cls ? "cls" : "mean",
-      normalize: v[7] !== 0,
-      version: v[8],
+      dim: v.dim,
+      nLayers: v.n_layers,
+      nHeads: v.n_heads,
+      ffnDim: v.ffn_dim,
+      vocabSize: v.vocab_size,
+      maxLength: v.max_length,
+      pooling: poolingName(v.pooling),
+      normalize: v.normalize !== 0,
+      version: v.version,
     });
   }
 
@@ -462,7 +438,7 @@ export class EngineInstance {
   // Calls for EngineSession.
   tokenizeRaw(model: Ptr, text: number, len: number, truncate: boolean, ids: number, cap: number): [number, number, number] {
     const nIds = this.scratch + 8;
-    const nFull = this.scratch + 12;
+    const nFull = nIds + WASM_SIZE_T_BYTES;
     const status = this.x.emb_model_tokenize_wasm(model, text, len, truncate ? 1 : 0, ids, cap, nIds, nFull);
     return [status, this.u32At(nIds), this.u32At(nFull)];
   }

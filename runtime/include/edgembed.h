@@ -101,6 +101,23 @@ extern "C" {
 #define EMB_API
 #endif
 
+/*
+ * Layout checks for the structs that cross the boundary (read by python/edgembed/backends/_abi.py
+ * and js/src/abi.ts, in native and in wasm32 memory): fixed-width fields only, each at the offset
+ * the bindings use, so every build (native, wasm, C++) refuses to compile a layout they disagree
+ * with. tests/python/test_abi.py checks that every field has its line.
+ */
+#if defined(__cplusplus)
+#define EMB_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define EMB_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#else
+#define EMB_STATIC_ASSERT(cond, msg) struct emb_static_assert_unused
+#endif
+#define EMB_ASSERT_FIELD(type, field, offset) \
+    EMB_STATIC_ASSERT(offsetof(type, field) == (offset), #type "." #field " must be at byte " #offset)
+#define EMB_ASSERT_SIZE(type, size) EMB_STATIC_ASSERT(sizeof(type) == (size), #type " must be " #size " bytes")
+
 #define EMB_BUNDLE_VERSION_MIN 1
 #define EMB_BUNDLE_VERSION_MAX 1
 #define EMB_BUNDLE_ALIGN 64
@@ -142,6 +159,16 @@ typedef struct emb_model_info {
     int32_t normalize;      /* 1 when the model's embeddings are L2-normalized */
     int32_t version;        /* bundle format version */
 } emb_model_info;
+EMB_ASSERT_FIELD(emb_model_info, dim, 0);
+EMB_ASSERT_FIELD(emb_model_info, n_layers, 4);
+EMB_ASSERT_FIELD(emb_model_info, n_heads, 8);
+EMB_ASSERT_FIELD(emb_model_info, ffn_dim, 12);
+EMB_ASSERT_FIELD(emb_model_info, vocab_size, 16);
+EMB_ASSERT_FIELD(emb_model_info, max_length, 20);
+EMB_ASSERT_FIELD(emb_model_info, pooling, 24);
+EMB_ASSERT_FIELD(emb_model_info, normalize, 28);
+EMB_ASSERT_FIELD(emb_model_info, version, 32);
+EMB_ASSERT_SIZE(emb_model_info, 36);
 
 /*
  * Reads a bundle of `size` bytes at `bundle` (at least 4-byte aligned; 64 is best). Checks

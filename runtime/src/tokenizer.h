@@ -35,6 +35,18 @@ typedef struct emb_tokenizer_config {
     int32_t max_input_chars_per_word;   /* 100: longer words become [UNK]; at most EMB_TOKENIZER_MAX_WORD_CHARS */
     int32_t max_length;           /* including [CLS] and [SEP], e.g. 256; at least 2 */
 } emb_tokenizer_config;
+/* tests/python/test_tokenizer_parity.py fills it through ctypes, laid out from this header */
+EMB_ASSERT_FIELD(emb_tokenizer_config, lowercase, 0);
+EMB_ASSERT_FIELD(emb_tokenizer_config, strip_accents, 4);
+EMB_ASSERT_FIELD(emb_tokenizer_config, handle_chinese_chars, 8);
+EMB_ASSERT_FIELD(emb_tokenizer_config, clean_text, 12);
+EMB_ASSERT_FIELD(emb_tokenizer_config, unk_id, 16);
+EMB_ASSERT_FIELD(emb_tokenizer_config, cls_id, 20);
+EMB_ASSERT_FIELD(emb_tokenizer_config, sep_id, 24);
+EMB_ASSERT_FIELD(emb_tokenizer_config, pad_id, 28);
+EMB_ASSERT_FIELD(emb_tokenizer_config, max_input_chars_per_word, 32);
+EMB_ASSERT_FIELD(emb_tokenizer_config, max_length, 36);
+EMB_ASSERT_SIZE(emb_tokenizer_config, 40);
 
 typedef struct emb_tokenizer emb_tokenizer;   /* opaque */
 

@@ -7,35 +7,36 @@
 
 Toolchain: `python -m ziglang cc --target=wasm32-freestanding` (pip install ziglang) and
 wasm-opt from npm `binaryen`. The versions used are written to build/wasm/toolchain.txt.
-Each engine variant must stay within 300 KB, and its exports must equal wasm/exports.txt,
-whose emb_X_wasm names must wrap functions emb_X declared in runtime/include/edgembed.h.
+Each engine variant must stay within 300 KB, and its exports must be those of the ABI module
+(python/edgembed/backends/_abi.py, WASM_EXPORTS: names, parameter counts, results; checked
+against runtime/include/edgembed.h by tests/python/test_abi.py). The compiler flags every build
+shares are read from runtime/cflags.txt.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "wasm"
 MAX_BYTES = 300 * 1024
 
-WARN = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wpedantic", "-Werror"]
-CFLAGS = [
-    *WARN,
-    "-O3",
-    "-ffp-contract=off",
-    "-fno-math-errno",
-    "-nostdlib",
-    "-ffreestanding",
-    "-Iruntime/include",
-    "-Iruntime/src",
-]
+
+
+def shared_cflags() -> list[str]:
+    """runtime/cflags.txt: the flags of every build (warnings, arithmetic, include paths)."""
+    text = (ROOT / "runtime" / "cflags.txt").read_text(encoding="utf-8")
+    return [flag for line in text.splitlines() for flag in line.split("#")[0].split()]
+
+
+CFLAGS = [*shared_cflags(), "-O3", "-nostdlib", "-ffreestanding"]
 LDFLAGS = ["-Wl,--no-entry", "-Wl,-z,stack-size=262144"]
 
 VARIANTS: dict[str, dict[str, list[str]]] = {
@@ -127,8 +128,23 @@ def optimize(raw: Path, out: Path) -> None:
     raw.unlink()
 
 
-def exports_of(path: Path) -> set[str]:
-    """Export names from the module's export section (no dependency beyond the stdlib)."""
+def abi() -> Any:
+    """python/edgembed/backends/_abi.py, loaded by path (it imports nothing from the package)."""
+    path = ROOT / "python" / "edgembed" / "backends" / "_abi.py"
+    spec = importlib.util.spec_from_file_location("edgembed_abi", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+I32 = 0x7F
+
+
+def exports_of(path: Path) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None]:
+    """Export name -> (parameter types, result types) of each exported function, None for other
+    exports (memory, globals), from the module's sections (no dependency beyond the stdlib)."""
     data = path.read_bytes()
     if data[:4] != b"\0asm":
         raise ValueError(f"{path} is not a wasm module")
@@ -145,50 +161,81 @@ def exports_of(path: Path) -> set[str]:
             if byte < 0x80:
                 return result
 
-    names: set[str] = set()
+    def valtypes() -> tuple[int, ...]:
+        nonlocal pos
+        n = leb()
+        pos += n
+        return tuple(data[pos - n : pos])
+
+    types: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    funcs: list[int] = []  # type index of each function: imported ones first
+    exports: dict[str, tuple[int, int]] = {}
     while pos < len(data):
         sid = data[pos]
         pos += 1
         size = leb()
         end = pos + size
-        if sid == 7:
+        if sid == 1:  # type
+            for _ in range(leb()):
+                pos += 1  # 0x60
+                params = valtypes()
+                types.append((params, valtypes()))
+        elif sid == 2:  # import
+            for _ in range(leb()):
+                for _name in range(2):  # module, field
+                    n = leb()
+                    pos += n
+                kind = data[pos]
+                pos += 1
+                if kind == 0:  # a function: its type index
+                    funcs.append(leb())
+                elif kind in (1, 2):  # a table (element type, limits) or a memory (limits)
+                    pos += kind == 1
+                    flags = data[pos]
+                    pos += 1
+                    leb()
+                    if flags & 1:
+                        leb()
+                elif kind == 3:  # a global: value type, mutability
+                    pos += 2
+                else:
+                    raise ValueError(f"{path}: an import of kind {kind} this reader does not know")
+        elif sid == 3:  # function
+            funcs += [leb() for _ in range(leb())]
+        elif sid == 7:  # export
             for _ in range(leb()):
                 n = leb()
-                names.add(data[pos : pos + n].decode())
-                pos += n + 1  # kind
-                leb()  # index
+                name = data[pos : pos + n].decode()
+                pos += n
+                kind = data[pos]
+                pos += 1
+                exports[name] = (kind, leb())
         pos = end
-    return names
+    return {
+        name: types[funcs[index]] if kind == 0 else None
+        for name, (kind, index) in exports.items()
+    }
 
 
 def check_exports(path: Path, variant: str) -> None:
-    listed = {
-        line.strip()
-        for line in (ROOT / "wasm" / "exports.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
-    header = (ROOT / "runtime" / "include" / "edgembed.h").read_text()
-    declared = set(re.findall(r"\b(emb_\w+)\s*\(", header))
-    helpers = {
-        "emb_alloc_wasm",
-        "emb_free_wasm",
-        "emb_bundle_versions_wasm",
-        "emb_kernels_wasm",
-        "emb_relaxed_probe_wasm",
-    }
-    for name in listed - helpers:
-        if name[: -len("_wasm")] not in declared:
-            sys.exit(f"wasm/exports.txt: {name} wraps nothing declared in edgembed.h")
-    got = exports_of(path) - {"memory", "__stack_pointer"}
-    if got != listed:
+    """The module's functions are the ABI's WASM_EXPORTS, each with its i32 parameters and result;
+    besides them it exports its memory (the threads build: __stack_pointer)."""
+    want = abi().WASM_EXPORTS
+    found = exports_of(path)
+    got = {name: sig for name, sig in found.items() if sig is not None}
+    if set(got) != set(want):
         sys.exit(
-            f"{path.name}: exports differ from wasm/exports.txt: "
-            f"missing {sorted(listed - got)}, extra {sorted(got - listed)}"
+            f"{path.name}: exports differ from WASM_EXPORTS in python/edgembed/backends/_abi.py: "
+            f"missing {sorted(set(want) - set(got))}, extra {sorted(set(got) - set(want))}"
         )
-    extras = exports_of(path) & {"memory", "__stack_pointer"}
-    want = {"__stack_pointer"} if variant == "edgembed-threads" else {"memory"}
-    if extras != want:
-        sys.exit(f"{path.name}: expected {want} besides the functions, found {extras}")
+    for name, spec in want.items():
+        expected = ((I32,) * len(spec.params), (I32,) if spec.returns else ())
+        if got[name] != expected:
+            sys.exit(f"{path.name}: {name} has the wasm type {got[name]}, the ABI says {expected}")
+    extras = {name for name, sig in found.items() if sig is None}
+    expected_extras = {"__stack_pointer"} if variant == "edgembed-threads" else {"memory"}
+    if extras != expected_extras:
+        sys.exit(f"{path.name}: expected {expected_extras} besides the functions, found {extras}")
 
 
 def main() -> None:

@@ -17,7 +17,8 @@ fi
 OUT=build/fuzz
 mkdir -p "$OUT"
 SRCS=$(ls runtime/src/*.c | grep -v -e platform_wasm.c -e kernels_simd128.c -e kernels_relaxed.c)
-FLAGS="-std=c11 -O1 -g -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Iruntime/include -Iruntime/src"
+# the engine's shared flags (runtime/cflags.txt), then the fuzzing ones
+FLAGS="$(sed 's/#.*//' runtime/cflags.txt | xargs) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 status=0
 for target in bundle tokenizer; do
   # shellcheck disable=SC2086

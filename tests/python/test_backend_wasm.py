@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgembed.backends._abi import Pooling, Status
 from edgembed.errors import BundleError, InputTooLong
 from edgembed.export.bundle import write_bundle
 
@@ -66,7 +67,7 @@ def test_sizes_and_toolchain(wasm_dir: Path) -> None:
     assert "zig" in (wasm_dir / "toolchain.txt").read_text()
 
 
-def test_exports_match_exports_txt(wasm_dir: Path) -> None:
+def test_exports_match_the_abi(wasm_dir: Path) -> None:
     sys.path.insert(0, str(REPO / "runtime" / "tools"))
     try:
         import build_wasm
@@ -187,7 +188,7 @@ def test_threads_variant_shares_one_model(wasm_dir: Path, bundle: Path, referenc
     p = ea["emb_alloc_wasm"](sa, len(data))
     ctypes.memmove(base + p, data, len(data))
     scratch = ea["emb_alloc_wasm"](sa, 8)
-    assert ea["emb_model_init_wasm"](sa, scratch, p, len(data)) == 0
+    assert ea["emb_model_init_wasm"](sa, scratch, p, len(data)) == Status.OK
     model = u32(scratch)
     sb, eb = instance()
     stack = ea["emb_alloc_wasm"](sa, 1 << 18)
@@ -198,7 +199,7 @@ def test_threads_variant_shares_one_model(wasm_dir: Path, bundle: Path, referenc
 
     def work(store: wasmtime.Store, ex: dict, who: int) -> None:
         sc = ex["emb_alloc_wasm"](store, 8)
-        assert ex["emb_context_init_wasm"](store, sc, model, 256) == 0
+        assert ex["emb_context_init_wasm"](store, sc, model, 256) == Status.OK
         ctx = u32(sc)
         ids, lens, out = (ex["emb_alloc_wasm"](store, n) for n in (4 * 256, 4, 4 * 384))
         for _ in range(2):
@@ -206,7 +207,9 @@ def test_threads_variant_shares_one_model(wasm_dir: Path, bundle: Path, referenc
                 a = np.asarray(s, dtype=np.int32)
                 ctypes.memmove(base + ids, a.ctypes.data, a.nbytes)
                 ctypes.memmove(base + lens, np.asarray([len(s)], dtype=np.int32).ctypes.data, 4)
-                assert ex["emb_context_encode_wasm"](store, ctx, ids, lens, 1, 0, 1, out, 384) == 0
+                encode = ex["emb_context_encode_wasm"]
+                st = encode(store, ctx, ids, lens, 1, Pooling.MODEL, 1, out, 384)
+                assert st == Status.OK
                 results[(who, i)] = np.frombuffer(ctypes.string_at(base + out, 4 * 384), np.float32)
 
     threads = [threading.Thread(target=work, args=a) for a in ((sa, ea, 0), (sb, eb, 1))]

@@ -17,14 +17,18 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from edgembed.backends.native import _ModelInfo as ModelInfo  # the backend's view of the struct
+from edgembed.backends._abi import MODEL_INFO, Status, declare
 from edgembed.export.bundle import write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "build" / "native" / "libedgembed.so"
 REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 
-OK, BAD_MAGIC, BAD_VERSION, TRUNCATED, CORRUPT, TOO_LONG = 0, 4, 5, 6, 7, 9
+OK, BAD_MAGIC, BAD_VERSION, TRUNCATED, CORRUPT, TOO_LONG = (
+    Status.OK, Status.BAD_MAGIC, Status.BAD_VERSION, Status.TRUNCATED, Status.CORRUPT,
+    Status.TOO_LONG,
+)
+ModelInfo = MODEL_INFO.as_ctypes  # the bindings' view of emb_model_info
 
 
 class Engine:
@@ -92,48 +96,9 @@ class Engine:
 
 
 def load_lib(path: Path = LIB) -> ctypes.CDLL:
-    """The native library with the argument types of the functions the tests call."""
+    """The native library with every function of edgembed.h typed, as the backend types them."""
     lib = ctypes.CDLL(str(path))
-    lib.emb_status_str.restype = ctypes.c_char_p
-    lib.emb_model_init.argtypes = [
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
-    lib.emb_model_free.argtypes = [ctypes.c_void_p]
-    lib.emb_model_get_info.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.emb_model_get_meta.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_char_p,
-        ctypes.POINTER(ctypes.c_size_t),
-    ]
-    lib.emb_model_get_meta.restype = ctypes.c_void_p
-    lib.emb_model_tokenize.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-    ]
-    lib.emb_context_init.argtypes = [
-        ctypes.POINTER(ctypes.c_void_p),
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
-    lib.emb_context_free.argtypes = [ctypes.c_void_p]
-    lib.emb_context_encode.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-    ]
+    declare(lib)
     return lib
 
 

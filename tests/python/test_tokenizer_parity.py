@@ -1,8 +1,8 @@
 """The engine's C tokenizer produces exactly the ids of Hugging Face `tokenizers`.
 
-The C sources are compiled here with gcc (strict warnings as errors) into a shared library called
-through ctypes, and into a command-line driver (tests/runtime/tokenizer_driver.c) built once more
-with AddressSanitizer and UndefinedBehaviorSanitizer. Both are compared with
+The C sources are compiled here with gcc (the engine's flags, runtime/cflags.txt) into a shared
+library called through ctypes, and into a command-line driver (tests/runtime/tokenizer_driver.c)
+built once more with AddressSanitizer and UndefinedBehaviorSanitizer. Both are compared with
 `Tokenizer.from_file(tokenizer.json)` (no padding, truncation at 256) on:
 
   - the reference corpus (tests/fixtures/reference/corpus.json), when present;
@@ -35,6 +35,9 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
+from c_header import parse as parse_header
+from edgembed.backends._abi import Status
+
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "runtime" / "src"
 SOURCES = [
@@ -49,47 +52,28 @@ SOURCES = [
         "platform_native",
     )
 ]
+# the engine's shared flags; their include paths are relative to the repository (gcc runs there)
 CFLAGS = [
-    "-std=c11",
-    "-Wall",
-    "-Wextra",
-    "-Wshadow",
-    "-Wpedantic",
-    "-Werror",
-    f"-I{REPO / 'runtime' / 'include'}",
-    f"-I{SRC}",
+    flag
+    for line in (REPO / "runtime" / "cflags.txt").read_text(encoding="utf-8").splitlines()
+    for flag in line.split("#")[0].split()
 ]
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
 MAX_LENGTH = 256
 N_RANDOM = 100_000
 SEED = 20240601
 
-EMB_STATUS_OK = 0
-EMB_STATUS_BUFFER_TOO_SMALL = 3
+EMB_STATUS_OK = Status.OK
+EMB_STATUS_BUFFER_TOO_SMALL = Status.BUFFER_TOO_SMALL
 
-
-class Config(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_int32)
-        for name in (
-            "lowercase",
-            "strip_accents",
-            "handle_chinese_chars",
-            "clean_text",
-            "unk_id",
-            "cls_id",
-            "sep_id",
-            "pad_id",
-            "max_input_chars_per_word",
-            "max_length",
-        )
-    ]
+# emb_tokenizer_config, laid out from tokenizer.h (whose EMB_ASSERT_FIELD lines pin the offsets)
+Config = parse_header(SRC / "tokenizer.h").ctypes_struct("emb_tokenizer_config")
 
 
 def gcc(args: Sequence[str | Path]) -> None:
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
-    subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True)
+    subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True, cwd=REPO)
 
 
 # --- the two sides --------------------------------------------------------------------------------

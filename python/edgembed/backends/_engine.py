@@ -23,21 +23,28 @@ from array import array
 from collections.abc import Callable, Sequence
 from io import BufferedReader
 from pathlib import Path
-from typing import Protocol, Union
+from typing import NoReturn, Protocol, Union
 
 from ..errors import BundleError, EngineError, InputTooLong, ModelNotFound
+from ._abi import BUNDLE_STATUSES, MODEL_INFO, WASM_SIZE_T_BYTES, Pooling, Status, pooling_name
 
-__all__ = ["BundleSource", "Engine", "WasmHost", "open_bundle"]
+__all__ = ["BundleSource", "Engine", "WasmHost", "open_bundle", "raise_status"]
 
-# emb_status values (runtime/include/edgembed.h)
-_OK, _BUFFER_TOO_SMALL, _TOO_LONG = 0, 3, 9
-_BUNDLE_STATUSES = {4, 5, 6, 7, 8}  # bad magic, bad version, truncated, corrupt, unsupported
-_POOLING_MODEL = 0
 _BIG_ENDIAN = sys.byteorder == "big"
 _COPY_CHUNK = 1 << 20  # a bundle file goes into wasm memory 1 MiB at a time
 
 # bytes in memory (from Python or a fetch), or a path to a .emb file
 BundleSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
+
+
+def raise_status(status: int, message: str) -> NoReturn:
+    """Raise the edgembed error for an engine status that is not OK (``message``: what failed and
+    the engine's ``emb_status_str``)."""
+    if status in BUNDLE_STATUSES:
+        raise BundleError(message)
+    if status == Status.TOO_LONG:
+        raise InputTooLong(message)
+    raise EngineError(message)
 
 
 def tokenize_texts(
@@ -135,21 +142,21 @@ class Engine:
                 self._copy_file(data, size, name)
         self._scratch = self._alloc(64)
         st = host.call("emb_model_init_wasm", self._scratch, self._bundle_ptr, size)
-        if st != _OK:
+        if st != Status.OK:
             self._raise(st, name)
         self._model = self._u32(self._scratch)
-        info_ptr = self._alloc(9 * 4)
+        info_ptr = self._alloc(MODEL_INFO.size)
         host.call("emb_model_get_info_wasm", self._model, info_ptr)
-        info = self._i32s(info_ptr, 9)
+        info = MODEL_INFO.unpack(self._read(info_ptr, MODEL_INFO.size), "<")
         host.call("emb_free_wasm", info_ptr)
-        self.dim, self.max_length = info[0], info[5]
-        self.pooling = "cls" if info[6] == 2 else "mean"
-        self.normalized_by_model = bool(info[7])
-        self.bundle_version = info[8]
+        self.dim, self.max_length = info["dim"], info["max_length"]
+        self.pooling = pooling_name(info["pooling"])
+        self.normalized_by_model = bool(info["normalize"])
+        self.bundle_version = info["version"]
 
         self.max_tokens = max(int(max_tokens), self.max_length)
         st = host.call("emb_context_init_wasm", self._scratch, self._model, self.max_tokens)
-        if st != _OK:
+        if st != Status.OK:
             self._raise(st, "context")
         self._ctx = self._u32(self._scratch)
         # input/output buffers, allocated once: ids, lengths, vectors, text bytes, token ids
@@ -209,13 +216,9 @@ class Engine:
             data += chunk
         return data.decode("utf-8", errors="replace")
 
-    def _raise(self, status: int, what: str) -> None:
-        msg = f"{what}: {self._cstring(self.host.call('emb_status_str_wasm', status))}"
-        if status in _BUNDLE_STATUSES:
-            raise BundleError(msg)
-        if status == _TOO_LONG:
-            raise InputTooLong(msg)
-        raise EngineError(msg)
+    def _raise(self, status: int, what: str) -> NoReturn:
+        text = self._cstring(self.host.call("emb_status_str_wasm", status))
+        raise_status(status, f"{what}: {text}")
 
     # ── the model ──
 
@@ -248,12 +251,12 @@ class Engine:
             self._tok,
             self._tok_cap,
             self._scratch,
-            self._scratch + 4,
+            self._scratch + WASM_SIZE_T_BYTES,
         )
         counts = self._i32s(self._scratch, 2)
-        if st == _TOO_LONG:
+        if st == Status.TOO_LONG:
             return [], counts[1]
-        if st != _OK:
+        if st != Status.OK:
             self._raise(st, "tokenize")
         return self._i32s(self._tok, counts[0]), counts[1]
 
@@ -308,12 +311,12 @@ class Engine:
             self._ids,
             self._lens,
             len(seqs),
-            _POOLING_MODEL,
+            Pooling.MODEL,
             0,
             self._out,
             len(seqs) * self.dim,
         )
-        if st != _OK:
+        if st != Status.OK:
             self._raise(st, "encode")
         self.host.read_into(self._out, out)
 

@@ -33,19 +33,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import BackendUnavailable, BundleError, EngineError, InputError, InputTooLong
-from ._engine import count_text_tokens, tokenize_texts
+from ._abi import MODEL_INFO, Pooling, Status, declare, pooling_name
+from ._engine import count_text_tokens, raise_status, tokenize_texts
 
 __all__ = ["NativeBackend", "NativeLibrary", "find_library", "load_library", "native_available"]
 
-_OK, _INVALID, _BUFFER_TOO_SMALL, _UNSUPPORTED, _TOO_LONG = 0, 1, 3, 8, 9
-_BUNDLE_STATUSES = {4, 5, 6, 7, 8}  # bad magic, bad version, truncated, corrupt, unsupported
-_POOLING_MODEL = 0
 _MAX_THREADS = 64
 _LIB_NAME = "libedgembed.so"
 
@@ -139,21 +137,7 @@ def check_library_file(path: Path) -> None:
             raise BackendUnavailable(damaged)
 
 
-class _ModelInfo(ctypes.Structure):
-    _fields_ = [
-        (n, ctypes.c_int32)
-        for n in (
-            "dim",
-            "n_layers",
-            "n_heads",
-            "ffn_dim",
-            "vocab_size",
-            "max_length",
-            "pooling",
-            "normalize",
-            "version",
-        )
-    ]
+_ModelInfo = MODEL_INFO.as_ctypes
 
 
 @dataclass(frozen=True)
@@ -169,36 +153,6 @@ class NativeLibrary:
         return self.kernels[0]
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    c_void_p, c_size_t = ctypes.c_void_p, ctypes.c_size_t
-    c_int, c_int32 = ctypes.c_int, ctypes.c_int32
-    p_void = ctypes.POINTER(c_void_p)
-    sigs: dict[str, tuple[list[Any], Any]] = {
-        "emb_status_str": ([c_int], ctypes.c_char_p),
-        "emb_model_init": ([p_void, c_void_p, c_size_t], c_int),
-        "emb_model_free": ([c_void_p], None),
-        "emb_model_get_info": ([c_void_p, c_void_p], None),
-        "emb_model_get_meta": ([c_void_p, ctypes.c_char_p, ctypes.POINTER(c_size_t)], c_void_p),
-        "emb_model_tokenize": (
-            [c_void_p, ctypes.c_char_p, c_size_t, c_int, c_void_p, c_size_t, c_void_p, c_void_p],
-            c_int,
-        ),
-        "emb_context_init_ex": ([p_void, c_void_p, c_size_t, c_int32, ctypes.c_char_p], c_int),
-        "emb_context_free": ([c_void_p], None),
-        "emb_context_threads": ([c_void_p], c_int32),
-        "emb_context_kernels": ([c_void_p], ctypes.c_char_p),
-        "emb_context_encode": (
-            [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int, c_void_p, c_size_t],
-            c_int,
-        ),
-        "emb_kernels_available": ([], ctypes.c_char_p),
-    }
-    for name, (args, res) in sigs.items():
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = res
-
-
 @lru_cache(maxsize=8)
 def _load(path: str) -> NativeLibrary:
     p = Path(path)
@@ -210,7 +164,7 @@ def _load(path: str) -> NativeLibrary:
             f"cannot load the native engine {path}: {exc}; rebuild it with `./build.sh native`"
         ) from None
     try:
-        _declare(cdll)
+        declare(cdll)
     except AttributeError as exc:
         raise BackendUnavailable(
             f"{path} is an older or foreign build of the engine ({exc}); rebuild it with "
@@ -295,14 +249,15 @@ class NativeBackend:
             if f.readinto(self._bytes.data) != size:
                 raise BundleError(f"{path}: could not read the whole file")
         st = lib.emb_model_init(ctypes.byref(self._model), self._bytes.ctypes.data, size)
-        if st != _OK:
+        if st != Status.OK:
             self._raise(st, str(path))
-        info = _ModelInfo()
-        lib.emb_model_get_info(self._model, ctypes.byref(info))
-        self.dim, self.max_length = int(info.dim), int(info.max_length)
-        self.pooling = "cls" if info.pooling == 2 else "mean"
-        self.normalized_by_model = bool(info.normalize)
-        self.bundle_version = int(info.version)
+        raw = _ModelInfo()
+        lib.emb_model_get_info(self._model, ctypes.byref(raw))
+        info = MODEL_INFO.from_ctypes(raw)
+        self.dim, self.max_length = int(info["dim"]), int(info["max_length"])
+        self.pooling = pooling_name(info["pooling"])
+        self.normalized_by_model = bool(info["normalize"])
+        self.bundle_version = int(info["version"])
         self.bundle_path = path
 
         self.max_tokens = max(int(max_tokens), self.max_length)
@@ -318,14 +273,14 @@ class NativeBackend:
             ctypes.byref(self._ctx), self._model, self.max_tokens, n_threads,
             wanted.encode() if wanted else None,
         )
-        if st != _OK:
+        if st != Status.OK:
             self.close()
             self._raise(st, "context")
         self.threads = int(lib.emb_context_threads(self._ctx))
         self.kernels = lib.emb_context_kernels(self._ctx).decode()
         self._tok_cap = max(4 * self.max_length, 1024)
         self._tok = np.empty(self._tok_cap, dtype=np.int32)
-        self._counts = (ctypes.c_size_t * 2)()
+        self._n_ids, self._n_full = ctypes.c_size_t(), ctypes.c_size_t()
 
     # ── description ──
 
@@ -350,27 +305,22 @@ class NativeBackend:
 
     # ── errors ──
 
-    def _raise(self, status: int, what: str) -> None:
-        msg = f"{what}: {self._c.emb_status_str(status).decode()}"
-        if status in _BUNDLE_STATUSES:
-            raise BundleError(msg)
-        if status == _TOO_LONG:
-            raise InputTooLong(msg)
-        raise EngineError(msg)
+    def _raise(self, status: int, what: str) -> NoReturn:
+        raise_status(status, f"{what}: {self._c.emb_status_str(status).decode()}")
 
     # ── the Backend interface ──
 
     def _tokenize_one(self, text: str, truncate: bool) -> tuple[list[int], int]:
         data = text.encode("utf-8", errors="surrogatepass")
-        counts = self._counts
+        n_ids, n_full = self._n_ids, self._n_full
         st = self._c.emb_model_tokenize(self._model, data, len(data), int(truncate),
                                         self._tok.ctypes.data, self._tok_cap,
-                                        ctypes.byref(counts, 0), ctypes.byref(counts, 8))
-        if st == _TOO_LONG:
-            return [], int(counts[1])
-        if st != _OK:
+                                        ctypes.byref(n_ids), ctypes.byref(n_full))
+        if st == Status.TOO_LONG:
+            return [], int(n_full.value)
+        if st != Status.OK:
             self._raise(st, "tokenize")
-        return self._tok[: counts[0]].tolist(), int(counts[1])
+        return self._tok[: n_ids.value].tolist(), int(n_full.value)
 
     def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
         """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
@@ -421,10 +371,10 @@ class NativeBackend:
                 out = result[first:last]
                 st = self._c.emb_context_encode(
                     self._ctx, ids.ctypes.data + 4 * int(starts[first]),
-                    lengths.ctypes.data + 4 * first, last - first, _POOLING_MODEL, 0,
+                    lengths.ctypes.data + 4 * first, last - first, Pooling.MODEL, 0,
                     out.ctypes.data, out.size,
                 )
-                if st != _OK:
+                if st != Status.OK:
                     self._raise(st, "encode")
                 first = last
         return result

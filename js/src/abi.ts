@@ -1,0 +1,122 @@
+/**
+ * The engine's C ABI (runtime/include/edgembed.h) as the wasm exports show it, written down once
+ * for the npm package: statuses, enums, the struct layouts and the exports' signatures.
+ *
+ *   edgembed.h ─► python/edgembed/backends/_abi.py   (native through ctypes, wasmtime, Pyodide)
+ *              └─► here                               (bindings.ts, the only user of the exports)
+ *
+ * tests/python/test_abi.py parses the header and wasm/exports.c and checks this file and the
+ * Python module against them (it reads the tables below as written: keep their one-entry-a-line
+ * form). Every export takes and returns i32: wasm32 pointers and size_t are 4 bytes.
+ */
+
+/** emb_status. */
+export const Status = Object.freeze({
+  OK: 0,
+  INVALID_ARGUMENT: 1,
+  OUT_OF_MEMORY: 2,
+  BUFFER_TOO_SMALL: 3,
+  BAD_MAGIC: 4,
+  BAD_VERSION: 5,
+  TRUNCATED: 6,
+  CORRUPT: 7,
+  UNSUPPORTED: 8,
+  TOO_LONG: 9,
+} as const);
+
+/** The statuses that say a bundle cannot be read (BundleError). */
+export const BUNDLE_STATUSES: ReadonlySet<number> = new Set([
+  Status.BAD_MAGIC,
+  Status.BAD_VERSION,
+  Status.TRUNCATED,
+  Status.CORRUPT,
+  Status.UNSUPPORTED,
+]);
+
+/** emb_pooling, by the names the package uses. */
+export const POOLING = Object.freeze({
+  model: 0,
+  mean: 1,
+  cls: 2,
+} as const);
+
+export type Pooling = keyof typeof POOLING;
+
+/** The pooling a model reports (emb_model_info.pooling): "mean", "cls". */
+export function poolingName(code: number): Exclude<Pooling, "model"> {
+  for (const [name, value] of Object.entries(POOLING)) if (value === code && name !== "model") return name as Exclude<Pooling, "model">;
+  throw new RangeError(`unknown pooling code ${code} from the engine; this package is older than its engine module`);
+}
+
+/** What emb_kernels_wasm() returns (EMB_KERNELS_* of runtime/src/kernels.h). */
+export const WASM_KERNELS: Readonly<Record<number, string>> = Object.freeze({
+  0: "reference",
+  1: "simd128",
+  2: "relaxed",
+});
+
+/** emb_model_info: int32 fields, in order (their offsets are static-asserted in edgembed.h). */
+export const MODEL_INFO_FIELDS = Object.freeze([
+  "dim",
+  "n_layers",
+  "n_heads",
+  "ffn_dim",
+  "vocab_size",
+  "max_length",
+  "pooling",
+  "normalize",
+  "version",
+] as const);
+
+export const MODEL_INFO_BYTES = 4 * MODEL_INFO_FIELDS.length;
+
+export type RawModelInfo = Readonly<Record<(typeof MODEL_INFO_FIELDS)[number], number>>;
+
+/** The fields of an emb_model_info read as MODEL_INFO_BYTES / 4 int32 from wasm memory. */
+export function unpackModelInfo(values: Int32Array): RawModelInfo {
+  const out: Record<string, number> = {};
+  MODEL_INFO_FIELDS.forEach((name, i) => {
+    out[name] = values[i];
+  });
+  return out as RawModelInfo;
+}
+
+/** Bytes of a size_t out-parameter in wasm32 memory. */
+export const WASM_SIZE_T_BYTES = 4;
+
+/**
+ * The exports of every edgembed*.wasm (wasm/exports.c): their parameters, every one an i32, and
+ * whether they return an i32. emb_X_wasm wraps emb_X of edgembed.h with the same parameters.
+ */
+export const EXPORTS = Object.freeze({
+  emb_alloc_wasm: { params: ["size"], returns: "i32" },
+  emb_free_wasm: { params: ["ptr"], returns: "void" },
+  emb_bundle_versions_wasm: { params: [], returns: "i32" },
+  emb_kernels_wasm: { params: [], returns: "i32" },
+  emb_relaxed_probe_wasm: { params: [], returns: "i32" },
+  emb_status_str_wasm: { params: ["status"], returns: "i32" },
+  emb_model_init_wasm: { params: ["out", "bundle", "size"], returns: "i32" },
+  emb_model_free_wasm: { params: ["model"], returns: "void" },
+  emb_model_get_info_wasm: { params: ["model", "info"], returns: "void" },
+  emb_model_get_meta_wasm: { params: ["model", "key", "len"], returns: "i32" },
+  emb_model_tokenize_wasm: { params: ["model", "utf8", "len", "truncate", "ids", "cap", "n_ids", "n_full"], returns: "i32" },
+  emb_context_init_wasm: { params: ["out", "model", "max_tokens"], returns: "i32" },
+  emb_context_free_wasm: { params: ["ctx"], returns: "void" },
+  emb_context_max_tokens_wasm: { params: ["ctx"], returns: "i32" },
+  emb_context_encode_wasm: { params: ["ctx", "ids", "lengths", "n_seqs", "pooling", "normalize", "out", "out_cap"], returns: "i32" },
+} as const);
+
+type ExportSpec = { readonly params: readonly string[]; readonly returns: "i32" | "void" };
+type Numbers<P extends readonly string[]> = { -readonly [I in keyof P]: number };
+type ExportFn<S extends ExportSpec> = (...args: Numbers<S["params"]>) => S["returns"] extends "i32" ? number : void;
+
+/** The typed exports of an instance: the functions above, plus memory (or __stack_pointer for the threads build). */
+export type Exports = { readonly [K in keyof typeof EXPORTS]: ExportFn<(typeof EXPORTS)[K]> } & {
+  readonly memory?: WebAssembly.Memory;
+  readonly __stack_pointer?: WebAssembly.Global;
+};
+
+/** The names in EXPORTS that `exports` lacks or has as something other than a function. */
+export function missingExports(exports: WebAssembly.Exports): string[] {
+  return Object.keys(EXPORTS).filter((name) => typeof exports[name] !== "function");
+}

@@ -1,0 +1,301 @@
+"""The engine's C ABI (``runtime/include/edgembed.h``), written down once for every Python host.
+
+::
+
+    edgembed.h ─► here: statuses, enums, the struct layouts, the C prototypes (the native
+              │         backend, through ctypes) and the wasm exports (wasmtime, Pyodide)
+              └─► js/src/abi.ts: the same for the npm package
+
+``tests/python/test_abi.py`` parses the header (and ``wasm/exports.c``) and checks both modules
+against it, so a change of the ABI that misses one of them fails there; the struct layouts are
+also checked on every build, native and wasm, by the header's ``_Static_assert`` lines.
+
+The rules the ABI keeps: a struct that crosses the boundary holds fixed-width fields only (the
+same layout in wasm32 and in a 64-bit native build); every wasm export takes and returns i32
+(wasm32 pointers and ``size_t`` are 4 bytes); an ``emb_X_wasm`` export wraps ``emb_X`` with the
+same parameters. This module imports nothing from the package (``runtime/tools/build_wasm.py``
+loads it by path to check the exports of the modules it builds).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct as _struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cached_property
+from typing import Any
+
+__all__ = [
+    "BUNDLE_STATUSES",
+    "FUNCTIONS",
+    "MODEL_INFO",
+    "STRUCTS",
+    "WASM_EXPORTS",
+    "WASM_KERNELS",
+    "WASM_SIZE_T_BYTES",
+    "Function",
+    "Pooling",
+    "Status",
+    "Struct",
+    "WasmExport",
+    "ctypes_signature",
+    "declare",
+    "pooling_name",
+]
+
+
+class Status(IntEnum):
+    """``emb_status``."""
+
+    OK = 0
+    INVALID_ARGUMENT = 1
+    OUT_OF_MEMORY = 2
+    BUFFER_TOO_SMALL = 3
+    BAD_MAGIC = 4
+    BAD_VERSION = 5
+    TRUNCATED = 6
+    CORRUPT = 7
+    UNSUPPORTED = 8
+    TOO_LONG = 9
+
+
+# the statuses that say the bundle cannot be read (BundleError on every host)
+BUNDLE_STATUSES = frozenset(
+    {Status.BAD_MAGIC, Status.BAD_VERSION, Status.TRUNCATED, Status.CORRUPT, Status.UNSUPPORTED}
+)
+
+
+class Pooling(IntEnum):
+    """``emb_pooling``."""
+
+    MODEL = 0
+    MEAN = 1
+    CLS = 2
+
+
+def pooling_name(code: int) -> str:
+    """The name of a pooling a model reports ("mean", "cls"): ``emb_model_info.pooling``."""
+    return Pooling(code).name.lower()
+
+
+# ── structs ─────────────────────────────────────────────────────────────────────────────────
+
+# the fixed-width C types a boundary struct may hold: (struct module code, ctypes type)
+_FIELD_TYPES: dict[str, tuple[str, Any]] = {
+    "int32_t": ("i", ctypes.c_int32),
+    "uint32_t": ("I", ctypes.c_uint32),
+    "int64_t": ("q", ctypes.c_int64),
+    "uint64_t": ("Q", ctypes.c_uint64),
+    "float": ("f", ctypes.c_float),
+    "double": ("d", ctypes.c_double),
+}
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A struct of the header that crosses the boundary: its fields in order, as (name, C type)."""
+
+    name: str
+    fields: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.fields)
+
+    @property
+    def size(self) -> int:
+        """Bytes, as C lays it out (the fields are naturally aligned, so no host differs)."""
+        return ctypes.sizeof(self.as_ctypes)
+
+    @cached_property
+    def as_ctypes(self) -> type[ctypes.Structure]:
+        """The struct as a ``ctypes.Structure`` (for native calls)."""
+        fields = [(n, _FIELD_TYPES[t][1]) for n, t in self.fields]
+        return type(self.name, (ctypes.Structure,), {"_fields_": fields})
+
+    def offset(self, field: str) -> int:
+        """Byte offset of ``field``."""
+        offset: int = getattr(self.as_ctypes, field).offset
+        return offset
+
+    def unpack(self, data: bytes, byteorder: str = "<") -> dict[str, Any]:
+        """The fields of a struct's bytes, each read at its C offset (``"<"``: wasm memory,
+        ``"="``: this process)."""
+        if len(data) < self.size:
+            raise ValueError(f"{self.name} is {self.size} bytes, got {len(data)}")
+        return {
+            n: _struct.unpack_from(byteorder + _FIELD_TYPES[t][0], data, self.offset(n))[0]
+            for n, t in self.fields
+        }
+
+    def from_ctypes(self, obj: ctypes.Structure) -> dict[str, Any]:
+        """The fields of an ``as_ctypes`` instance."""
+        return {n: getattr(obj, n) for n in self.names}
+
+
+MODEL_INFO = Struct(
+    "emb_model_info",
+    (
+        ("dim", "int32_t"),
+        ("n_layers", "int32_t"),
+        ("n_heads", "int32_t"),
+        ("ffn_dim", "int32_t"),
+        ("vocab_size", "int32_t"),
+        ("max_length", "int32_t"),
+        ("pooling", "int32_t"),
+        ("normalize", "int32_t"),
+        ("version", "int32_t"),
+    ),
+)
+
+STRUCTS: Mapping[str, Struct] = {s.name: s for s in (MODEL_INFO,)}
+
+
+# ── functions (the native library) ──────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Function:
+    """A prototype of the header: the result and (name, type) parameters, spelt as there."""
+
+    result: str
+    params: tuple[tuple[str, str], ...]
+    # a `const char *` result that is NOT NUL-terminated (read with its length): a raw pointer
+    raw_result: bool = False
+
+
+def _f(result: str, *params: str, raw_result: bool = False) -> Function:
+    """``_f("emb_status", "emb_model **out", ...)``: parameters written as in C."""
+    split = []
+    for p in params:
+        name = p.replace("*", " ").split()[-1]
+        split.append((name, _norm_type(p[: p.rindex(name)])))
+    return Function(_norm_type(result), tuple(split), raw_result)
+
+
+def _norm_type(c_type: str) -> str:
+    """A C type in one spelling: single spaces, "char *", "emb_model **"."""
+    words = c_type.replace("*", " * ").split()
+    out = " ".join(words).replace("* *", "**")
+    return out
+
+
+FUNCTIONS: Mapping[str, Function] = {
+    "emb_status_str": _f("const char *", "emb_status status"),
+    "emb_model_init": _f("emb_status", "emb_model **out", "const void *bundle", "size_t size"),
+    "emb_model_free": _f("void", "emb_model *model"),
+    "emb_model_get_info": _f("void", "const emb_model *model", "emb_model_info *info"),
+    "emb_model_get_meta": _f(
+        "const char *", "const emb_model *model", "const char *key", "size_t *len",
+        raw_result=True,
+    ),
+    "emb_model_tokenize": _f(
+        "emb_status", "const emb_model *model", "const char *utf8", "size_t len", "int truncate",
+        "int32_t *ids", "size_t cap", "size_t *n_ids", "size_t *n_full",
+    ),
+    "emb_context_init": _f(
+        "emb_status", "emb_context **out", "const emb_model *model", "size_t max_tokens"
+    ),
+    "emb_context_free": _f("void", "emb_context *ctx"),
+    "emb_context_max_tokens": _f("size_t", "const emb_context *ctx"),
+    "emb_context_init_ex": _f(
+        "emb_status", "emb_context **out", "const emb_model *model", "size_t max_tokens",
+        "int32_t n_threads", "const char *kernels",
+    ),
+    "emb_context_threads": _f("int32_t", "const emb_context *ctx"),
+    "emb_context_kernels": _f("const char *", "const emb_context *ctx"),
+    "emb_kernels_available": _f("const char *"),
+    "emb_context_encode": _f(
+        "emb_status", "emb_context *ctx", "const int32_t *ids", "const int32_t *lengths",
+        "size_t n_seqs", "emb_pooling pooling", "int normalize", "float *out", "size_t out_cap",
+    ),
+}
+
+# scalar C types of the header and their ctypes (enums are C ints)
+_SCALARS: dict[str, Any] = {
+    "int": ctypes.c_int,
+    "emb_status": ctypes.c_int,
+    "emb_pooling": ctypes.c_int,
+    "int32_t": ctypes.c_int32,
+    "size_t": ctypes.c_size_t,
+}
+
+
+def _ctype(c_type: str, *, result: bool = False, raw: bool = False) -> Any:
+    if c_type == "void":
+        return None
+    if c_type in _SCALARS:
+        return _SCALARS[c_type]
+    if c_type.endswith("**"):
+        return ctypes.POINTER(ctypes.c_void_p)  # an out-pointer to an object
+    if c_type.endswith("*"):
+        if c_type == "const char *" and not raw:
+            return ctypes.c_char_p  # a NUL-terminated string (bytes in, bytes out)
+        if c_type == "size_t *" and not result:
+            return ctypes.POINTER(ctypes.c_size_t)
+        return ctypes.c_void_p  # buffers and objects: addresses (ints) or byref()
+    raise ValueError(f"no ctypes type for the C type {c_type!r}")
+
+
+def ctypes_signature(fn: Function) -> tuple[list[Any], Any]:
+    """(argtypes, restype) of a function."""
+    args = [_ctype(t) for _, t in fn.params]
+    return args, _ctype(fn.result, result=True, raw=fn.raw_result)
+
+
+def declare(lib: ctypes.CDLL) -> None:
+    """Type every function of the header in a loaded library; AttributeError when the library
+    lacks one (an older or foreign build)."""
+    for name, fn in FUNCTIONS.items():
+        f = getattr(lib, name)
+        f.argtypes, f.restype = ctypes_signature(fn)
+
+
+# ── the wasm exports (wasm/exports.c) ───────────────────────────────────────────────────────
+
+WASM_SIZE_T_BYTES = 4  # wasm32: pointers and size_t out-parameters are 4 bytes in its memory
+
+
+@dataclass(frozen=True)
+class WasmExport:
+    """An export of every edgembed*.wasm: its parameter names (all i32) and whether it returns an
+    i32. ``wraps``: the header function it calls with the same parameters, if any."""
+
+    params: tuple[str, ...]
+    returns: bool
+    wraps: str | None = None
+
+
+# emb_X_wasm wraps emb_X (emb_context_init_ex is native only: wasm builds run one thread)
+_WRAPPED = (
+    "emb_status_str",
+    "emb_model_init",
+    "emb_model_free",
+    "emb_model_get_info",
+    "emb_model_get_meta",
+    "emb_model_tokenize",
+    "emb_context_init",
+    "emb_context_free",
+    "emb_context_max_tokens",
+    "emb_context_encode",
+)
+
+WASM_EXPORTS: Mapping[str, WasmExport] = {
+    # wasm-only helpers
+    "emb_alloc_wasm": WasmExport(("size",), True),  # 64-byte aligned; 0 when memory is full
+    "emb_free_wasm": WasmExport(("ptr",), False),
+    "emb_bundle_versions_wasm": WasmExport((), True),  # (MIN << 16) | MAX
+    "emb_kernels_wasm": WasmExport((), True),  # a WASM_KERNELS key
+    "emb_relaxed_probe_wasm": WasmExport((), True),  # 1: this host's relaxed dot is exact
+    **{
+        f"{name}_wasm": WasmExport(
+            tuple(p for p, _ in FUNCTIONS[name].params), FUNCTIONS[name].result != "void", name
+        )
+        for name in _WRAPPED
+    },
+}
+
+# what emb_kernels_wasm() returns (EMB_KERNELS_* of runtime/src/kernels.h)
+WASM_KERNELS: Mapping[int, str] = {0: "reference", 1: "simd128", 2: "relaxed"}
