@@ -19,6 +19,7 @@ const embedWorker :Workerd.Worker = (
     (name = "errors.js", esModule = embed "../../../js/dist/errors.js"),
     (name = "host.js", esModule = embed "../../../js/dist/host.js"),
     (name = "loader.js", esModule = embed "../../../js/dist/loader.js"),
+    (name = "abi.js", esModule = embed "../../../js/dist/abi.js"),
     (name = "bindings.js", esModule = embed "../../../js/dist/bindings.js"),
     (name = "embedder.js", esModule = embed "../../../js/dist/embedder.js"),
     (name = "pool.js", esModule = embed "../../../js/dist/pool.js"),
