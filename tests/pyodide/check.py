@@ -97,10 +97,11 @@ else:
     report["url_identical"] = same(from_url.embed(texts[:40]), rows[:40])
     report["url_name"] = from_url.model_name
 
-    # 4. the adaptive batcher on Pyodide's event loop
+    # 4. the adaptive batcher on Pyodide's event loop (no threads here)
     from edgembed import batching
 
-    batcher = batching.AdaptiveBatcher(emb, latency_target_ms=5000)
+    report["threaded_batcher"] = error_of(lambda: batching.AdaptiveBatcher(emb))
+    batcher = batching.EventLoopBatcher(emb, latency_target_ms=5000)
     report["batcher_class"] = type(batcher).__name__
     picks = texts[:24]
     results = await asyncio.gather(*(batcher.embed(t) for t in picks))

@@ -4,6 +4,7 @@ shutdown, overload and deadlines. Events synchronize; nothing here asserts wall-
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -291,3 +292,13 @@ def test_a_closed_batcher_says_so() -> None:
     assert b.closed
     with pytest.raises(BatcherClosed):
         b.submit("x")
+
+
+def test_without_threads_the_threaded_batcher_names_the_event_loop_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from edgembed import env
+
+    monkeypatch.setattr(env, "HOST", dataclasses.replace(env.HOST, threads=False))
+    with pytest.raises(BatcherError, match=r"cannot start threads.*use EventLoopBatcher"):
+        AdaptiveBatcher(Target())

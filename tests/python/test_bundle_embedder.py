@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from edgembed import _bundle
-from edgembed.batching._event_loop import EventLoopBatcher
+from edgembed.batching import EventLoopBatcher
 from edgembed.errors import BatcherClosed, InputTooLong, ModelNotFound
 from edgembed.export.bundle import write_bundle
 

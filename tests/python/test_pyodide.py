@@ -196,6 +196,8 @@ def test_bundle_from_bytes_and_url(pyodide_run: dict[str, Any]) -> None:
 
 def test_adaptive_batcher_on_the_event_loop(pyodide_run: dict[str, Any]) -> None:
     assert pyodide_run["batcher_class"] == "EventLoopBatcher"
+    kind, message = pyodide_run["threaded_batcher"]  # no threads: a clear error, not a crash
+    assert kind == "BatcherError" and "use EventLoopBatcher" in message
     b = pyodide_run["batcher"]
     assert b["identical"] is True
     assert b["completed"] == 25 and b["closed"] is True
