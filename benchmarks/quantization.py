@@ -41,7 +41,6 @@ def main() -> int:
     from edgembed._tokenize import load_tokenizer
     from edgembed.backends.onnx import OnnxBackend
     from edgembed.export import export_model
-    from edgembed.export.graph import BertConfig, load_bert_weights
     from edgembed.export.validate import calibration_texts, embed_alone, measure_quality
     from edgembed.export.variants import _nbits_linear, int8_embedding
     from edgembed.sources import pull
@@ -56,12 +55,12 @@ def main() -> int:
     qd = tmp / "quantize_dynamic.onnx"
     quantize_dynamic(str(paths["fp32"]), str(qd), per_channel=True, weight_type=QuantType.QInt8)
     paths["quantize_dynamic"] = qd
-    from edgembed.export.graph import build_bert_graph
+    from edgembed.export.graph import build_encoder_graph
+    from edgembed.model_dir import load_weights, read_model_dir
 
-    cfg = BertConfig.from_dir(pulled.source_dir)
-    weights = load_bert_weights(pulled.source_dir, cfg)
-    wo = build_bert_graph(weights, cfg, pulled.spec, linear=_nbits_linear(8, 0),
-                          embedding=int8_embedding)
+    desc = read_model_dir(pulled.source_dir, pulled.spec.name)
+    wo = build_encoder_graph(desc, load_weights(desc), linear=_nbits_linear(8, 0),
+                             embedding=int8_embedding)
     onnx.save(wo, str(tmp / "weight_only_8bit.onnx"))
     paths["weight_only_8bit"] = tmp / "weight_only_8bit.onnx"
 

@@ -13,15 +13,14 @@ numpy path's row (``_nonumpy.py``).
 
 from __future__ import annotations
 
-import json
 import os
 from array import array
 from collections.abc import Iterable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _nonumpy
+from ._corpus import calibration_texts
 from .backends._engine import BundleSource
 from .embedder import CPU_BATCH_TOKENS, BackendChoice, Embedder, Precision, plan_batches
 from .errors import InputTooLong, ModelNotFound
@@ -46,17 +45,6 @@ def is_bundle_source(model: object) -> bool:
     if isinstance(model, (bytes, bytearray, memoryview)):
         return True
     return isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".emb")
-
-
-def calibration_texts() -> list[str]:
-    """The calibration corpus shipped in the package (``edgembed/data/corpus.json``)."""
-    packaged = resources.files(__package__) / "data" / "corpus.json"
-    if packaged.is_file():
-        text = packaged.read_text(encoding="utf-8")
-    else:  # a source checkout
-        path = Path(__file__).resolve().parents[2] / "tests/fixtures/reference/corpus.json"
-        text = path.read_text(encoding="utf-8")
-    return [str(t) for t in json.loads(text)]
 
 
 class _EngineTokenizer:

@@ -15,15 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InvalidModelDir, ModelNotFound
+from .model_dir import PoolingMode
 
 __all__ = ["ModelSpec", "Pooling", "Source", "SourceKind", "catalog", "get_spec"]
 
 
-class Pooling(str, Enum):
-    """How token states become one sentence vector."""
-
-    MEAN = "mean"
-    CLS = "cls"
+Pooling = PoolingMode  # how token states become one sentence vector (``model_dir``)
 
 
 class SourceKind(str, Enum):

@@ -347,12 +347,13 @@ class _Tokenizer:
     race between threads, so each mode has its own instance.
     """
 
-    def __init__(self, source_dir: Path, max_length: int) -> None:
+    def __init__(self, source_dir: Path, max_length: int, *, lowercase: bool = False) -> None:
         from ._tokenize import load_tokenizer
 
         self.max_length = max_length
-        self._truncating = load_tokenizer(source_dir, max_length, truncate=True)
-        self._full = load_tokenizer(source_dir, max_length, truncate=False)
+        self._truncating = load_tokenizer(source_dir, max_length, truncate=True,
+                                          lowercase=lowercase)
+        self._full = load_tokenizer(source_dir, max_length, truncate=False, lowercase=lowercase)
 
     def encode(
         self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0
@@ -452,7 +453,8 @@ class Embedder:
             model_dir, manifest = _prepare_model(model, choice.variant, progress)
             engine = _open_backend(choice, model_dir, manifest, threads)
         source = model_dir / "source"
-        tokenizer = _Tokenizer(source if source.is_dir() else model_dir, manifest.max_length)
+        tokenizer = _Tokenizer(source if source.is_dir() else model_dir, manifest.max_length,
+                               lowercase=manifest.do_lower_case)
         return cls(backend=engine, tokenizer=tokenizer, manifest=manifest,
                    model_dir=model_dir, choice=choice)
 
@@ -643,7 +645,7 @@ class Embedder:
         The cache file is named after the variant file's sha256, so a re-export invalidates
         it; a model directory that cannot be written to just keeps them in memory.
         """
-        from .export.validate import calibration_texts
+        from ._corpus import calibration_texts
 
         texts = calibration_texts()
         entry = self._manifest.variants.get(self.variant)

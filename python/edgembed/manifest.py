@@ -1,6 +1,7 @@
 """``edgembed.json``: what a model directory holds, written by export and read by everything.
 
-A manifest records the model's metadata, every exported variant with its file, size, sha256
+A manifest records the model's metadata (from the model directory's description: pooling,
+normalization, prompts, ...), every exported variant with its file, size, sha256
 and measured quality, and the engine bundles. ``Manifest.verify_variant`` re-hashes a file
 before it is loaded so a damaged or altered file is refused with a clear error.
 """
@@ -20,6 +21,8 @@ __all__ = ["MANIFEST_NAME", "Manifest", "Quality", "VariantEntry"]
 
 MANIFEST_NAME = "edgembed.json"
 FORMAT = 1
+_OPTIONAL = ("family", "prompts", "default_prompt_name", "include_prompt", "do_lower_case",
+             "similarity_fn_name")
 
 
 @dataclass
@@ -56,6 +59,13 @@ class Manifest:
     variants: dict[str, VariantEntry] = field(default_factory=dict)
     bundles: dict[str, dict[str, Any]] = field(default_factory=dict)
     format: int = FORMAT
+    # From the model directory's description (model_dir.py); older manifests lack them.
+    family: str = ""
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str | None = None
+    include_prompt: bool = True
+    do_lower_case: bool = False
+    similarity_fn_name: str = "cosine"
 
     @property
     def default_variant(self) -> str:
@@ -77,8 +87,11 @@ class Manifest:
         fields = {k: data[k] for k in (
             "name", "dim", "max_length", "pooling", "normalize", "query_prefix",
             "document_prefix", "license", "source", "source_files")}
+        optional = {k: data[k] for k in _OPTIONAL if k in data}
+        if "prompts" in optional:
+            optional["prompts"] = {str(k): str(v) for k, v in dict(optional["prompts"]).items()}
         return cls(**fields, variants=variants, bundles=dict(data.get("bundles", {})),
-                   format=int(data.get("format", FORMAT)))
+                   format=int(data.get("format", FORMAT)), **optional)
 
     @classmethod
     def load(cls, model_dir: Path) -> Manifest:

@@ -33,26 +33,24 @@ from .catalog import ModelSpec, Pooling, Source, SourceKind, catalog, get_spec
 from .errors import (
     ChecksumMismatch,
     InvalidModelDir,
-    ModelNotFound,
     SourceUnavailable,
-    UnsupportedArchitecture,
 )
+from .model_dir import ModelDescription, read_model_dir
 
 __all__ = [
     "REQUIRED_FILES",
-    "SUPPORTED_ARCHITECTURES",
     "PulledModel",
     "home",
     "model_cache_dir",
     "pull",
     "resolve",
     "sha256_file",
+    "spec_from_description",
     "spec_from_hf_dir",
     "verify_files",
 ]
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-SUPPORTED_ARCHITECTURES = ("BertModel", "BertForMaskedLM", "BertForPreTraining")
 FILES_RECORD = ".files.json"
 ORIGIN_RECORD = ".origin"  # where the source files came from, one line
 PIP_TIMEOUT_S = 300.0
@@ -108,55 +106,28 @@ def _read_json(path: Path) -> dict:  # type: ignore[type-arg]
     return data
 
 
-def spec_from_hf_dir(path: Path, name: str | None = None) -> ModelSpec:
-    """Describe a local sentence-transformers directory that is not in the catalog."""
-    if not path.is_dir():
-        raise ModelNotFound(f"{path} is not a directory")
-    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
-    if missing:
-        raise InvalidModelDir(
-            f"{path} is not a model directory: missing {', '.join(missing)} "
-            f"(a Hugging Face model directory has {', '.join(REQUIRED_FILES)})"
-        )
-    config = _read_json(path / "config.json")
-    archs = config.get("architectures") or [config.get("model_type", "?")]
-    if not any(a in SUPPORTED_ARCHITECTURES for a in archs) and config.get("model_type") != "bert":
-        raise UnsupportedArchitecture(
-            f"{path / 'config.json'}: architecture {archs} is not supported; "
-            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)} (model_type 'bert')"
-        )
-    max_len = int(config.get("max_position_embeddings", 512))
-    st = path / "sentence_bert_config.json"
-    if st.is_file():
-        max_len = int(_read_json(st).get("max_seq_length", max_len))
-    pooling = Pooling.MEAN
-    pool = path / "1_Pooling" / "config.json"
-    if pool.is_file():
-        p = _read_json(pool)
-        if p.get("pooling_mode_cls_token"):
-            pooling = Pooling.CLS
-        elif not p.get("pooling_mode_mean_tokens", True):
-            raise UnsupportedArchitecture(
-                f"{pool}: only mean and CLS pooling are supported (found {p})"
-            )
-    normalize = False
-    modules = path / "modules.json"
-    if modules.is_file():
-        try:
-            mods = json.loads(modules.read_text(encoding="utf-8"))
-            normalize = any("Normalize" in str(m.get("type", "")) for m in mods)
-        except (ValueError, AttributeError) as exc:
-            raise InvalidModelDir(f"{modules} is not a valid modules.json ({exc})") from None
+def spec_from_description(desc: ModelDescription, *, description: str = "") -> ModelSpec:
+    """The catalog-style summary of a model directory's description (``model_dir``)."""
+    pooling = desc.pooling.modes[0] if desc.pooling else Pooling.CLS
+    query = desc.prompts.get(desc.query_prompt_name or "", desc.default_prompt)
+    document = desc.prompts.get(desc.document_prompt_name or "", desc.default_prompt)
     return ModelSpec(
-        name=(name or path.resolve().name).lower(),
-        architecture="bert",
-        dim=int(config.get("hidden_size", 0)),
-        max_seq_length=max_len,
+        name=desc.name,
+        architecture=desc.encoder.family.value,
+        dim=desc.output_dim,
+        max_seq_length=desc.max_seq_length,
         pooling=pooling,
-        normalize=normalize,
-        description=f"local model from {path}",
+        normalize=desc.normalize,
+        description=description or f"local model from {desc.source_dir}",
+        query_prefix=query,
+        document_prefix=document,
         files={},
     )
+
+
+def spec_from_hf_dir(path: Path, name: str | None = None) -> ModelSpec:
+    """Describe a local sentence-transformers directory that is not in the catalog."""
+    return spec_from_description(read_model_dir(path, name))
 
 
 def verify_files(directory: Path, spec: ModelSpec, *, name_hint: str | None = None) -> None:
@@ -201,6 +172,8 @@ def _lock(name: str) -> Iterator[None]:
 
 def _copy_model_files(src: Path, dst: Path, spec: ModelSpec) -> None:
     wanted = set(spec.files) | set(REQUIRED_FILES) | set(spec.optional_files)
+    if all((src / f).is_file() for f in REQUIRED_FILES):
+        wanted |= set(read_model_dir(src, spec.name).files)  # Dense modules, prompts, ...
     for opt in ("modules.json", "sentence_bert_config.json", "1_Pooling/config.json",
                 "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
                 "LICENSE", "NOTICE", "README.md"):

@@ -237,7 +237,7 @@ def test_unsupported_architecture(fresh_home: Path, hf_model_dir: Path, tmp_path
         export_model(str(local))
     message = str(err.value)
     assert str(local / "config.json") in message and "GPT2LMHeadModel" in message
-    assert "supported: BertModel" in message
+    assert "supported: bert, distilbert, mpnet, roberta, xlm-roberta" in message
     assert isinstance(err.value, ModelError)
     assert main(["export", str(local)]) == 1
     assert capsys.readouterr().err.startswith("UnsupportedArchitecture: ")

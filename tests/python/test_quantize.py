@@ -43,8 +43,25 @@ def test_round_half_even() -> None:
     assert q[0, :5].tolist() == [127, 0, 2, 2, 0]
 
 
+def test_short_last_block() -> None:
+    """K = 48: one block of 32 and a short block of 16, scaled by the max of its 16 values."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((3, 48)).astype(np.float32)
+    q, s = quantize_blocks_int8(w)
+    assert q.shape == (3, 48) and s.shape == (3, 2)
+    np.testing.assert_array_equal(s[:, 1], np.abs(w[:, 32:]).max(axis=1) / np.float32(127))
+    expect = np.clip(np.rint(w[:, 32:] / s[:, 1:]), -127, 127).astype(np.int8)
+    np.testing.assert_array_equal(q[:, 32:], expect)
+    assert (np.abs(q[:, 32:]).max(axis=1) == 127).all()
+    # the same as quantizing the rows padded with zeros to 64, then cutting them back
+    padded = np.zeros((3, 64), np.float32)
+    padded[:, :48] = w
+    qp, sp = quantize_blocks_int8(padded)
+    np.testing.assert_array_equal(q, qp[:, :48])
+    np.testing.assert_array_equal(s, sp)
+    np.testing.assert_array_equal(dequantize_blocks(q, s), dequantize_blocks(qp, sp)[:, :48])
+
+
 def test_rejects_bad_shapes() -> None:
-    with pytest.raises(ValueError, match="multiple of the block size"):
-        quantize_blocks_int8(np.ones((2, 33), np.float32))
     with pytest.raises(ValueError, match="2-D"):
         quantize_blocks_int8(np.ones(32, np.float32))

@@ -16,14 +16,15 @@ import onnx
 
 from ..backends.onnx import OnnxBackend
 from ..catalog import ModelSpec
-from ..errors import InputError
+from ..errors import InputError, InvalidModelDir
 from ..manifest import Manifest, VariantEntry
+from ..model_dir import ModelDescription, load_weights, read_model_dir
 from ..sources import PulledModel, pull, sha256_file
-from .graph import BertConfig, load_bert_weights
 from .validate import calibration_texts, embed_alone, measure_quality
 from .variants import VARIANTS, Variant, build_variant
 
-__all__ = ["DEFAULT_VARIANTS", "export_bundle", "export_model", "parse_variants"]
+__all__ = ["DEFAULT_VARIANTS", "describe_pulled", "export_bundle", "export_model",
+           "parse_variants"]
 
 DEFAULT_VARIANTS = ("fp32", "int8")
 
@@ -58,7 +59,27 @@ def _write_model(model: onnx.ModelProto, path: Path) -> None:
             os.unlink(tmp)
 
 
-def _manifest_for(pulled: PulledModel) -> Manifest:
+def describe_pulled(pulled: PulledModel) -> ModelDescription:
+    """The description of a pulled model's source files, checked against its catalog entry."""
+    desc = read_model_dir(pulled.source_dir, pulled.spec.name)
+    spec: ModelSpec = pulled.spec
+    if spec.files:  # a catalog entry: its summary must agree with the files
+        pooling = desc.pooling.modes[0] if desc.pooling and len(desc.pooling.modes) == 1 else None
+        said = {"dim": spec.dim, "pooling": spec.pooling, "normalize": spec.normalize,
+                "max_seq_length": spec.max_seq_length}
+        found = {"dim": desc.output_dim, "pooling": pooling, "normalize": desc.normalize,
+                 "max_seq_length": desc.max_seq_length}
+        wrong = [f"{k}: catalog {said[k]!r}, files {found[k]!r}" for k in said
+                 if said[k] != found[k]]
+        if wrong:
+            raise InvalidModelDir(
+                f"the catalog entry of {spec.name} disagrees with its model files "
+                f"({'; '.join(wrong)}); fix models/catalog/{spec.name}.json"
+            )
+    return desc
+
+
+def _manifest_for(pulled: PulledModel, desc: ModelDescription) -> Manifest:
     spec: ModelSpec = pulled.spec
     from ..sources import FILES_RECORD  # the digests recorded at pull time
 
@@ -66,11 +87,16 @@ def _manifest_for(pulled: PulledModel) -> Manifest:
     import json
 
     files = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+    pooling = "+".join(m.value for m in desc.pooling.modes) if desc.pooling else ""
     return Manifest(
-        name=spec.name, dim=spec.dim, max_length=spec.max_seq_length,
-        pooling=spec.pooling.value, normalize=spec.normalize,
+        name=spec.name, dim=desc.output_dim, max_length=desc.max_seq_length,
+        pooling=pooling, normalize=desc.normalize,
         query_prefix=spec.query_prefix, document_prefix=spec.document_prefix,
         license=spec.license, source=pulled.source, source_files=files,
+        family=desc.encoder.family.value, prompts=dict(desc.prompts),
+        default_prompt_name=desc.default_prompt_name,
+        include_prompt=desc.pooling.include_prompt if desc.pooling else True,
+        do_lower_case=desc.do_lower_case, similarity_fn_name=desc.similarity_fn_name.value,
     )
 
 
@@ -91,26 +117,26 @@ def export_model(
     say = progress or (lambda _msg: None)
     pulled = pull(model)
     model_dir = pulled.dir
+    desc = describe_pulled(pulled)
     try:
         manifest = Manifest.load(model_dir)
     except Exception:
-        manifest = _manifest_for(pulled)
+        manifest = _manifest_for(pulled, desc)
     todo = [v for v in wanted if force or v.value not in manifest.variants
             or not (model_dir / manifest.variants[v.value].file).is_file()]
     if not todo:
         return manifest, model_dir
 
-    config = BertConfig.from_dir(pulled.source_dir)
-    weights = load_bert_weights(pulled.source_dir, config, pulled.spec.name)
+    weights = load_weights(desc)
     from .._tokenize import load_tokenizer
 
-    tok = load_tokenizer(pulled.source_dir, pulled.spec.max_seq_length)
+    tok = load_tokenizer(pulled.source_dir, desc.max_seq_length, lowercase=desc.do_lower_case)
     ids = [e.ids for e in tok.encode_batch(calibration_texts())]
 
     fp32_path = model_dir / "model.fp32.onnx"
     if Variant.FP32 in todo or not fp32_path.is_file():
         say("building fp32 graph")
-        _write_model(build_variant(Variant.FP32, weights, config, pulled.spec), fp32_path)
+        _write_model(build_variant(Variant.FP32, desc, weights), fp32_path)
     reference = embed_alone(OnnxBackend(fp32_path, threads=threads), ids)
 
     for v in [Variant.FP32, *[t for t in todo if t is not Variant.FP32]]:
@@ -119,7 +145,7 @@ def export_model(
             if v not in todo:
                 continue
             say(f"building {v.value} graph")
-            _write_model(build_variant(v, weights, config, pulled.spec), path)
+            _write_model(build_variant(v, desc, weights), path)
         elif Variant.FP32 not in wanted and "fp32" not in manifest.variants:
             continue
         say(f"measuring {v.value}")
@@ -151,7 +177,7 @@ def export_bundle(
     try:
         manifest = Manifest.load(model_dir)
     except Exception:
-        manifest = _manifest_for(pulled)
+        manifest = _manifest_for(pulled, describe_pulled(pulled))
     target = Path(out) if out is not None else model_dir / f"{pulled.spec.name}.int8.emb"
     entry = manifest.bundles.get("int8")
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()

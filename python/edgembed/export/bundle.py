@@ -27,6 +27,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BundleError, InvalidModelDir, UnsupportedArchitecture
+from ..model_dir import (
+    Activation,
+    Family,
+    ModelDescription,
+    PoolingMode,
+    Task,
+    load_weights,
+    read_model_dir,
+)
 from .quantize import BLOCK, quantize_blocks_int8
 from .tokenizer_tables import tokenizer_tables
 
@@ -126,61 +135,32 @@ def read_bundle_header(source: Path | bytes | bytearray | memoryview) -> BundleH
     return BundleHeader(version, meta, header, 8 + hlen)
 
 
-def _read_config(hf_dir: Path) -> dict[str, Any]:
-    path = hf_dir / "config.json"
-    if not path.is_file():
-        raise InvalidModelDir(f"{hf_dir}: config.json is missing")
-    cfg: dict[str, Any] = json.loads(path.read_text())
-    mt = cfg.get("model_type")
-    if mt != "bert":
-        raise UnsupportedArchitecture(f"{hf_dir}: model_type {mt!r} is not supported (bert only)")
-    if cfg.get("hidden_act", "gelu") != "gelu":
+def _engine_description(hf_dir: Path) -> ModelDescription:
+    """The model's description, refused unless the engine implements all of it."""
+    desc = read_model_dir(hf_dir)
+    enc = desc.encoder
+    where = f"{hf_dir}: the engine bundle"
+    if enc.family is not Family.BERT:
         raise UnsupportedArchitecture(
-            f"{hf_dir}: hidden_act {cfg.get('hidden_act')!r} is not supported (gelu only)"
-        )
-    if cfg.get("position_embedding_type", "absolute") != "absolute":
-        raise UnsupportedArchitecture(f"{hf_dir}: only absolute position embeddings are supported")
-    return cfg
-
-
-def _read_pooling(hf_dir: Path) -> tuple[str, bool]:
-    pooling = "mean"
-    pool_cfg = hf_dir / "1_Pooling" / "config.json"
-    if pool_cfg.is_file():
-        p = json.loads(pool_cfg.read_text())
-        if p.get("pooling_mode_cls_token"):
-            pooling = "cls"
-        elif not p.get("pooling_mode_mean_tokens", True):
-            raise UnsupportedArchitecture(f"{pool_cfg}: only mean or CLS pooling is supported")
-    normalize = False
-    modules = hf_dir / "modules.json"
-    if modules.is_file():
-        normalize = any(
-            str(m.get("type", "")).endswith("Normalize") for m in json.loads(modules.read_text())
-        )
-    return pooling, normalize
-
-
-def _load_weights(hf_dir: Path) -> dict[str, npt.NDArray[Any]]:
-    path = hf_dir / "model.safetensors"
-    if not path.is_file():
-        raise InvalidModelDir(f"{hf_dir}: model.safetensors is missing")
-    from safetensors.numpy import load_file
-
-    raw = load_file(str(path))
-    # Some checkpoints prefix every name with "bert."; the engine needs the bare names.
-    return {k[5:] if k.startswith("bert.") else k: v for k, v in raw.items()}
-
-
-def _f32(
-    weights: dict[str, npt.NDArray[Any]], name: str, shape: tuple[int, ...]
-) -> npt.NDArray[np.float32]:
-    if name not in weights:
-        raise InvalidModelDir(f"model.safetensors lacks the tensor {name}")
-    a = np.ascontiguousarray(weights[name], dtype=np.float32)
-    if a.shape != shape:
-        raise InvalidModelDir(f"tensor {name} has shape {a.shape}, expected {shape}")
-    return a
+            f"{where} supports BERT encoders, not {enc.family.value}; run this model with "
+            "backend='onnx'")
+    if enc.activation is not Activation.GELU:
+        raise UnsupportedArchitecture(
+            f"{where} supports the exact GELU, not {enc.activation.value}; run this model with "
+            "backend='onnx'")
+    if desc.task is not Task.EMBEDDING or desc.pooling is None:
+        raise UnsupportedArchitecture(f"{where} supports embedding models, not {desc.task.value}")
+    modes = desc.pooling.modes
+    if modes not in ((PoolingMode.MEAN,), (PoolingMode.CLS,)) or not desc.pooling.include_prompt:
+        raise UnsupportedArchitecture(
+            f"{where} supports mean or CLS pooling over every token, not "
+            f"{'+'.join(m.value for m in modes)}"
+            f"{'' if desc.pooling.include_prompt else ' without the prompt'}; run this model "
+            "with backend='onnx'")
+    if desc.dense:
+        raise UnsupportedArchitecture(
+            f"{where} does not run Dense modules yet; run this model with backend='onnx'")
+    return desc
 
 
 def write_bundle(
@@ -197,18 +177,15 @@ def write_bundle(
     ``path``, ``size`` (bytes) and ``sha256`` (of the whole file), for the model manifest.
     """
     hf_dir, out = Path(hf_dir), Path(out)
-    cfg = _read_config(hf_dir)
-    pooling, normalize = _read_pooling(hf_dir)
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
-    w = _load_weights(hf_dir)
+    desc = _engine_description(hf_dir)
+    enc = desc.encoder
+    pooling = desc.pooling.mode if desc.pooling else PoolingMode.MEAN
+    w = load_weights(desc)
 
-    c, n_layers, n_heads = (
-        int(cfg["hidden_size"]),
-        int(cfg["num_hidden_layers"]),
-        int(cfg["num_attention_heads"]),
-    )
-    f, v = int(cfg["intermediate_size"]), int(cfg["vocab_size"])
-    p, tv = int(cfg["max_position_embeddings"]), int(cfg.get("type_vocab_size", 2))
+    c, n_layers, n_heads = enc.hidden_size, enc.num_layers, enc.num_heads
+    f, v = enc.intermediate_size, enc.vocab_size
+    p, tv = enc.position_table_rows, enc.type_vocab_size
     if c % n_heads or c % BLOCK or f % BLOCK:
         raise UnsupportedArchitecture(
             f"hidden size {c} / FFN size {f} must be multiples of {BLOCK}"
@@ -229,51 +206,27 @@ def write_bundle(
     tensors: list[tuple[str, npt.NDArray[Any]]] = []
     linears: list[tuple[str, npt.NDArray[np.float32], npt.NDArray[np.float32]]] = []
     for layer in range(n_layers):
-        pre = f"encoder.layer.{layer}."
-        wq = _f32(w, pre + "attention.self.query.weight", (c, c))
-        wk = _f32(w, pre + "attention.self.key.weight", (c, c))
-        wv = _f32(w, pre + "attention.self.value.weight", (c, c))
-        bqkv = np.concatenate(
-            [_f32(w, pre + f"attention.self.{x}.bias", (c,)) for x in ("query", "key", "value")]
-        )
-        dst = f"layers.{layer}."
+        pre = f"layers.{layer}."
+        bqkv = np.concatenate([w[pre + f"attention.{x}.bias"] for x in "qkv"])
         linears += [
-            (dst + "attention.qkv", np.concatenate([wq, wk, wv]), bqkv),
-            (
-                dst + "attention.out",
-                _f32(w, pre + "attention.output.dense.weight", (c, c)),
-                _f32(w, pre + "attention.output.dense.bias", (c,)),
-            ),
-            (
-                dst + "ffn.up",
-                _f32(w, pre + "intermediate.dense.weight", (f, c)),
-                _f32(w, pre + "intermediate.dense.bias", (f,)),
-            ),
-            (
-                dst + "ffn.down",
-                _f32(w, pre + "output.dense.weight", (c, f)),
-                _f32(w, pre + "output.dense.bias", (c,)),
-            ),
+            (pre + "attention.qkv",
+             np.concatenate([w[pre + f"attention.{x}.weight"] for x in "qkv"]), bqkv),
+            (pre + "attention.out", w[pre + "attention.o.weight"], w[pre + "attention.o.bias"]),
+            (pre + "ffn.up", w[pre + "ffn.up.weight"], w[pre + "ffn.up.bias"]),
+            (pre + "ffn.down", w[pre + "ffn.down.weight"], w[pre + "ffn.down.bias"]),
         ]
-        tensors += [
-            (
-                dst + "attention.norm.weight",
-                _f32(w, pre + "attention.output.LayerNorm.weight", (c,)),
-            ),
-            (dst + "attention.norm.bias", _f32(w, pre + "attention.output.LayerNorm.bias", (c,))),
-            (dst + "ffn.norm.weight", _f32(w, pre + "output.LayerNorm.weight", (c,))),
-            (dst + "ffn.norm.bias", _f32(w, pre + "output.LayerNorm.bias", (c,))),
-        ]
+        tensors += [(pre + n, w[pre + n]) for n in (
+            "attention.norm.weight", "attention.norm.bias", "ffn.norm.weight", "ffn.norm.bias")]
     for lname, lw, lb in linears:
         q, s = pack_linear(lw)
         tensors += [(lname + ".q", q), (lname + ".scale", s), (lname + ".bias", lb)]
 
-    word_q, word_s = quantize_blocks_int8(_f32(w, "embeddings.word_embeddings.weight", (v, c)))
+    word_q, word_s = quantize_blocks_int8(w["embeddings.word"])
     tensors = [
-        ("embeddings.position", _f32(w, "embeddings.position_embeddings.weight", (p, c))),
-        ("embeddings.token_type", _f32(w, "embeddings.token_type_embeddings.weight", (tv, c))),
-        ("embeddings.norm.weight", _f32(w, "embeddings.LayerNorm.weight", (c,))),
-        ("embeddings.norm.bias", _f32(w, "embeddings.LayerNorm.bias", (c,))),
+        ("embeddings.position", w["embeddings.position"]),
+        ("embeddings.token_type", w["embeddings.token_type"]),
+        ("embeddings.norm.weight", w["embeddings.norm.weight"]),
+        ("embeddings.norm.bias", w["embeddings.norm.bias"]),
         ("embeddings.word.q", word_q),
         ("embeddings.word.scale", word_s),
         *tensors,
@@ -317,11 +270,11 @@ def write_bundle(
         "vocab_size": str(v),
         "max_positions": str(p),
         "type_vocab_size": str(tv),
-        "layer_norm_eps": repr(float(cfg.get("layer_norm_eps", 1e-12))),
+        "layer_norm_eps": repr(enc.layer_norm_eps),
         "hidden_act": "gelu",
         "max_length": str(max_length),
-        "pooling": pooling,
-        "normalize": yes(normalize),
+        "pooling": pooling.value,
+        "normalize": yes(desc.normalize),
         "quantization": "int8-block32",
         "weight_layout": "n4k4",
         **tok_meta,

@@ -8,27 +8,16 @@ vector (min and mean cosine), and alone vs inside length-sorted batches of 16
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from .._corpus import calibration_texts
 from ..backends import Backend
 from ..manifest import Quality
 
 __all__ = ["calibration_texts", "embed_alone", "embed_batched", "measure_quality"]
-
-
-def calibration_texts() -> list[str]:
-    here = Path(__file__).resolve().parents[1]
-    for path in (here / "data" / "corpus.json",
-                 here.parents[1] / "tests" / "fixtures" / "reference" / "corpus.json"):
-        if path.is_file():
-            texts = json.loads(path.read_text(encoding="utf-8"))
-            return [str(t) for t in texts]
-    raise FileNotFoundError("the calibration corpus (edgembed/data/corpus.json) is missing")
 
 
 def _normalize(v: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

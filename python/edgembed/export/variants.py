@@ -1,11 +1,14 @@
-"""The variants ``embed export`` can write, each a choice of weight form for the BERT graph.
+"""The variants ``embed export`` can write, each a choice of weight form for the encoder graph.
 
 - fp32: MatMul with fp32 weights; fp32 word table.
 - int8: MatMulNBits bits=8, block 32, symmetric (zero point 128), accuracy_level 4, so
   activations are quantized per token row and block of 32 (batch-invariant); int8 word table.
+  A K that is not a multiple of 32 ends each row with a short block (docs/quantization.md).
 - int4: MatMulNBits bits=4, block 32, asymmetric (a zero point per block), weight-only
   (accuracy_level 0, fp32 activations); the FFN down-projection stays 8-bit; int8 word table.
 - fp16: MatMul in fp16; LayerNorm, softmax, pooling and normalization in fp32; fp16 table.
+
+Dense modules run in fp32 in every variant: one small matrix per text, not per token.
 
 docs/quantization.md states the int8 arithmetic precisely; the C engine implements the same.
 """
@@ -20,15 +23,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from ..catalog import ModelSpec
+from ..model_dir import ModelDescription
 from .graph import (
     MS_DOMAIN,
     Array,
-    BertConfig,
     Embedding,
     GraphBuilder,
     Linear,
-    build_bert_graph,
+    build_encoder_graph,
     fp32_embedding,
     fp32_linear,
 )
@@ -44,18 +46,40 @@ class Variant(str, Enum):
     FP16 = "fp16"
 
 
+def _pad_k(a: Array, fill: int) -> Array:
+    """(N, K) → (N, nb * BLOCK), the columns past K set to ``fill``: MatMulNBits' packed layout
+    covers whole blocks, and onnxruntime pads the activations' last block with zeros."""
+    n, k = a.shape
+    nb = -(-k // BLOCK)
+    if k == nb * BLOCK:
+        return a
+    out = np.full((n, nb * BLOCK), fill, dtype=a.dtype)
+    out[:, :k] = a
+    return out
+
+
+def _add_bias(g: GraphBuilder, y: str, name: str, b: Array | None) -> str:
+    if b is None:
+        return y
+    return g.op("Add", [y, g.const(f"{name}.bias", b.astype(np.float32))], hint=f"{name}.out")
+
+
 def _nbits_linear(bits: int, accuracy_level: int) -> Linear:
-    def emit(g: GraphBuilder, x: str, name: str, w: Array, b: Array) -> str:
+    def emit(g: GraphBuilder, x: str, name: str, w: Array, b: Array | None) -> str:
         n, k = w.shape
+        nb = -(-k // BLOCK)
         if bits == 8:
             q, scales = quantize_blocks_int8(w, BLOCK)
-            packed = (q.astype(np.int16) + 128).astype(np.uint8).reshape(n, k // BLOCK, BLOCK)
+            stored = (q.astype(np.int16) + 128).astype(np.uint8)  # zero point 128
+            packed = _pad_k(stored, 128).reshape(n, nb, BLOCK)
             extra: list[str] = []
         else:
             u, scales, zp = _quantize_blocks_uint4(w, BLOCK)
-            u = u.reshape(n, k // BLOCK, BLOCK)
+            # padding holds each block's zero point, so it dequantizes to 0
+            u = _pad_k(u, 0).reshape(n, nb, BLOCK)
+            if k % BLOCK:
+                u[:, -1, k % BLOCK:] = zp[:, -1:]
             packed = (u[:, :, 0::2] | (u[:, :, 1::2] << 4)).astype(np.uint8)  # low nibble first
-            nb = k // BLOCK
             zpad = np.zeros((n, nb + (nb % 2)), np.uint8)
             zpad[:, :nb] = zp
             zpacked = (zpad[:, 0::2] | (zpad[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
@@ -67,53 +91,67 @@ def _nbits_linear(bits: int, accuracy_level: int) -> Linear:
             hint=f"{name}.matmul", domain=MS_DOMAIN,
             K=k, N=n, bits=bits, block_size=BLOCK, accuracy_level=accuracy_level,
         )
-        return g.op("Add", [y, g.const(f"{name}.bias", b.astype(np.float32))], hint=f"{name}.out")
+        return _add_bias(g, y, name, b)
 
     return emit
 
 
 def _quantize_blocks_uint4(w: Array, block: int) -> tuple[Array, Array, Array]:
-    """Asymmetric 4-bit per block: scale = (max - min) / 15, zero point in [0, 15]."""
+    """Asymmetric 4-bit per block: scale = (max - min) / 15, zero point in [0, 15]. A short
+    last block takes its range from its real values."""
     n, k = w.shape
-    blocks = np.asarray(w, np.float32).reshape(n, k // block, block)
-    lo = np.minimum(blocks.min(axis=2), 0.0)
-    hi = np.maximum(blocks.max(axis=2), 0.0)
+    nb = -(-k // block)
+    wf = np.asarray(w, np.float32)
+    lo = np.zeros((n, nb), np.float32)
+    hi = np.zeros((n, nb), np.float32)
+    for j in range(nb):
+        part = wf[:, j * block:(j + 1) * block]
+        lo[:, j] = np.minimum(part.min(axis=1), 0.0)
+        hi[:, j] = np.maximum(part.max(axis=1), 0.0)
     scales = ((hi - lo) / np.float32(15.0)).astype(np.float32)
     safe = np.where(scales == 0, np.float32(1.0), scales)
     zp = np.clip(np.rint(-lo / safe), 0, 15).astype(np.uint8)
-    q = np.clip(np.rint(blocks / safe[:, :, None]) + zp[:, :, None], 0, 15).astype(np.uint8)
-    return q.reshape(n, k), scales, zp
+    col_block = np.arange(k) // block
+    q = np.clip(np.rint(wf / safe[:, col_block]) + zp[:, col_block], 0, 15).astype(np.uint8)
+    return q, scales, zp
 
 
 def int8_embedding(g: GraphBuilder, ids: str, name: str, table: Array) -> str:
-    """Word table stored int8 in blocks of 32 per row; rows dequantized on lookup."""
-    d = table.shape[1]
+    """Word table stored int8 in blocks of 32 per row; rows dequantized on lookup. A row of C
+    values with C % 32 != 0 is stored padded with zeros to whole blocks, then cut back to C."""
+    c = table.shape[1]
     q, scales = quantize_blocks_int8(table, BLOCK)
-    rows = g.op("Gather", [g.const(name + ".q", q), ids], axis=0)  # (B, T, D) int8
-    s = g.op("Gather", [g.const(name + ".scales", scales), ids], axis=0)  # (B, T, D/32)
+    nb = scales.shape[1]
+    rows = g.op("Gather", [g.const(name + ".q", _pad_k(q, 0)), ids], axis=0)  # (B, T, nb*32)
+    s = g.op("Gather", [g.const(name + ".scales", scales), ids], axis=0)  # (B, T, nb)
     rows = g.op("Reshape", [g.op("Cast", [rows], to=TensorProto.FLOAT),
-                            g.const(name + ".blk_shape", np.array([0, 0, d // BLOCK, BLOCK],
-                                                                  np.int64))])
+                            g.const(name + ".blk_shape", np.array([0, 0, nb, BLOCK], np.int64))])
     deq = g.op("Mul", [rows, g.op("Unsqueeze", [s, g.const(name + ".ax", np.array([3],
                                                                                 np.int64))])])
-    return g.op("Reshape", [deq, g.const(name + ".row_shape", np.array([0, 0, d], np.int64))],
-                hint="word_emb")
+    out = g.op("Reshape", [deq, g.const(name + ".row_shape", np.array([0, 0, nb * BLOCK],
+                                                                       np.int64))])
+    if nb * BLOCK == c:
+        return out
+    return g.op("Slice", [out, g.const(name + ".cut0", np.array([0], np.int64)),
+                          g.const(name + ".cut1", np.array([c], np.int64)),
+                          g.const(name + ".cut_axis", np.array([2], np.int64))], hint="word_emb")
 
 
 def _int4_linear() -> Linear:
     """4-bit weights except the FFN down-projection, whose outlier columns need 8 bits."""
     four, eight = _nbits_linear(4, 0), _nbits_linear(8, 0)
 
-    def emit(g: GraphBuilder, x: str, name: str, w: Array, b: Array) -> str:
-        return (eight if name.endswith("output.dense") and "attention" not in name else four)(
-            g, x, name, w, b)
+    def emit(g: GraphBuilder, x: str, name: str, w: Array, b: Array | None) -> str:
+        return (eight if name.endswith("ffn.down") else four)(g, x, name, w, b)
 
     return emit
 
 
-def fp16_linear(g: GraphBuilder, x: str, name: str, w: Array, b: Array) -> str:
+def fp16_linear(g: GraphBuilder, x: str, name: str, w: Array, b: Array | None) -> str:
     wt = g.const(f"{name}.weight_t", np.ascontiguousarray(w.T.astype(np.float16)))
     y = g.op("MatMul", [x, wt], hint=f"{name}.matmul")
+    if b is None:
+        return y
     return g.op("Add", [y, g.const(f"{name}.bias", b.astype(np.float16))], hint=f"{name}.out")
 
 
@@ -144,11 +182,12 @@ VARIANTS: dict[Variant, VariantForm] = {
 
 
 def build_variant(
-    variant: Variant, weights: dict[str, Array], config: BertConfig, spec: ModelSpec
+    variant: Variant, desc: ModelDescription, weights: dict[str, Array]
 ) -> onnx.ModelProto:
+    """The ONNX graph of ``variant`` for the model ``desc`` (weights from ``load_weights``)."""
     form = VARIANTS[variant]
-    return build_bert_graph(weights, config, spec, linear=form.linear,
-                            embedding=form.embedding, compute_dtype=form.compute_dtype)
+    return build_encoder_graph(desc, weights, linear=form.linear, embedding=form.embedding,
+                               compute_dtype=form.compute_dtype)
 
 
-BuildFn = Callable[[Variant, dict[str, Array], BertConfig, ModelSpec], onnx.ModelProto]
+BuildFn = Callable[[Variant, ModelDescription, dict[str, Array]], onnx.ModelProto]
