@@ -1,57 +1,32 @@
 /**
- * The only module that touches the engine's wasm exports (their signatures, statuses and struct
- * layouts are in abi.ts). Everything else in the package works with the typed objects defined here.
+ * The only module that touches the engine's wasm exports: EngineInstance, one instance of an
+ * engine module with typed calls (the exports' signatures, statuses and struct layouts are in
+ * abi.ts). Everything else in the package works with the objects it returns.
  *
- *   WebAssembly.Module ─► EngineInstance (one instance: its memory, its stack, typed calls)
- *                              └─► EngineSession (a model + a context + buffers: tokenize, encode)
+ *   modules.ts: WebAssembly.Module ─► EngineInstance (here: its memory, its stack, typed calls)
+ *                                          └─► EngineSession (session.ts: model + context + buffers)
  *
  * Memory: every export takes and returns i32 (wasm32 pointers and sizes). The host allocates its
  * buffers with emb_alloc_wasm (64-byte aligned) and reads and writes them through views of the
- * memory, re-made after every call that may grow it. Variants (build/wasm/ → dist/wasm/):
- *
- *   edgembed.wasm          SIMD128 kernels, own memory                      "simd128"
- *   edgembed-relaxed.wasm  relaxed-SIMD int8 dot products, own memory        "relaxed"
- *                          (on arm64 by default, and only after emb_relaxed_probe_wasm() == 1)
- *   edgembed-threads.wasm  SIMD128, imports a shared env.memory; exports     "threads"
- *                          __stack_pointer, which every instance after the first must point at a
- *                          stack of its own before its first call
+ * memory, re-made after every call that may grow it. The threads build imports a shared
+ * env.memory and exports __stack_pointer, which every instance after the first must point at a
+ * stack of its own (allocStack) before its first call.
  */
 import {
   BUNDLE_STATUSES,
   MODEL_INFO_BYTES,
   missingExports,
-  POOLING,
   poolingName,
   Status,
   unpackModelInfo,
   WASM_KERNELS,
   WASM_SIZE_T_BYTES,
   type Exports,
-  type Pooling,
 } from "./abi.js";
-import { env } from "./env.js";
-import {
-  BackendUnavailable,
-  BundleError,
-  EngineError,
-  InputError,
-  InputTooLong,
-} from "./errors.js";
-import { readFileBytes, toPath } from "./host.js";
-
-export type Variant = "simd128" | "relaxed" | "threads";
-
-/** The file name of each variant, under dist/wasm/ (package subpath `edgembed/wasm/<file>`). */
-export const WASM_FILES: Readonly<Record<Variant, string>> = Object.freeze({
-  simd128: "edgembed.wasm",
-  relaxed: "edgembed-relaxed.wasm",
-  threads: "edgembed-threads.wasm",
-});
+import { BackendUnavailable, BundleError, EngineError, InputError, InputTooLong } from "./errors.js";
 
 /** Stack of each thread's instance, as linked (-z stack-size=262144 in runtime/tools/build_wasm.py). */
 export const THREAD_STACK_BYTES = 262144;
-
-export type { Pooling };
 
 /** emb_model_info, as the package names it. */
 export interface ModelInfo {
@@ -66,194 +41,10 @@ export interface ModelInfo {
   readonly version: number;
 }
 
-// ── modules ────────────────────────────────────────────────────────────────────────────────
-
-/** Modules given ahead of time (the Cloudflare Workers entry imports them), by variant. */
-const presetModules = new Map<Variant, WebAssembly.Module>();
-const compiled = new Map<string, Promise<WebAssembly.Module>>();
-
-/** Registers ready modules, e.g. `import m from "edgembed/wasm/edgembed.wasm"` in a Worker. */
-export function provideModules(modules: Partial<Record<Variant, WebAssembly.Module>>): void {
-  for (const [k, m] of Object.entries(modules)) if (m) presetModules.set(k as Variant, m);
-}
-
-function wasmUrl(variant: Variant, base?: string | URL): URL {
-  const dir = base === undefined ? new URL("./wasm/", import.meta.url) : new URL(String(base).replace(/\/?$/, "/"), import.meta.url);
-  return new URL(WASM_FILES[variant], dir);
-}
-
-/** The bytes of a variant's .wasm file (the pool sends them to workers that compile for themselves). */
-export async function wasmBytes(variant: Variant, base?: string | URL): Promise<Uint8Array> {
-  const url = wasmUrl(variant, base);
-  if (url.protocol === "file:" && env.fileSystem) return readFileBytes(toPath(url));
-  const res = await fetch(url);
-  if (!res.ok) throw new BackendUnavailable(`cannot load the engine from ${url.href} (HTTP ${res.status}); serve dist/wasm/ next to the package files or pass wasmBase`);
-  return new Uint8Array(await res.arrayBuffer());
-}
-
-/** The compiled module of a variant (compiled once per variant and location). */
-export function compileVariant(variant: Variant, base?: string | URL): Promise<WebAssembly.Module> {
-  const preset = presetModules.get(variant);
-  if (preset) return Promise.resolve(preset);
-  if (!env.compileWasm) {
-    return Promise.reject(
-      new BackendUnavailable(
-        `${env.runtime} cannot compile WebAssembly from bytes: import "edgembed/wasm/${WASM_FILES[variant]}" ` +
-          `and pass it as the engineModule option`,
-      ),
-    );
-  }
-  const key = `${variant} ${base ?? ""}`;
-  let p = compiled.get(key);
-  if (!p) {
-    p = (async () => {
-      const url = wasmUrl(variant, base);
-      if (url.protocol !== "file:" && typeof WebAssembly.compileStreaming === "function") {
-        const res = await fetch(url);
-        if (!res.ok) throw new BackendUnavailable(`cannot load the engine from ${url.href} (HTTP ${res.status}); serve dist/wasm/ next to the package files or pass wasmBase`);
-        if ((res.headers.get("content-type") ?? "").startsWith("application/wasm")) return WebAssembly.compileStreaming(res);
-        return WebAssembly.compile(await res.arrayBuffer());
-      }
-      return WebAssembly.compile(await wasmBytes(variant, base) as Uint8Array<ArrayBuffer>);
-    })();
-    p.catch(() => compiled.delete(key));
-    compiled.set(key, p);
-  }
-  return p;
-}
-
-function validates(bytes: Uint8Array): boolean {
-  try {
-    return WebAssembly.validate(bytes as Uint8Array<ArrayBuffer>);
-  } catch {
-    return false;
-  }
-}
-
-// A module with one v128 instruction: (func (result i32) v128.const i32x4 0 0 0 0 i32x4.extract_lane 0).
-const SIMD128_PROBE = new Uint8Array([
-  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 127, 3, 2, 1, 0, 10, 25, 1, 23, 0, 253, 12, 0, 0, 0, 0, 0, 0, 0, 0,
-  0, 0, 0, 0, 0, 0, 0, 0, 253, 27, 0, 11,
-]);
-
-/** True when the host's WebAssembly has SIMD128. */
-export function hasSimd128(): boolean {
-  return validates(SIMD128_PROBE);
-}
-
-const relaxedVerdicts = new Map<string, Promise<WebAssembly.Module | null>>();
-
-/** The relaxed build if this host compiles it and computes it exactly, else null (once per location). */
-function exactRelaxed(base?: string | URL): Promise<WebAssembly.Module | null> {
-  const key = String(base ?? "");
-  let verdict = relaxedVerdicts.get(key);
-  if (!verdict) {
-    verdict = (async () => {
-      try {
-        const module = await compileVariant("relaxed", base);
-        return (await EngineInstance.create(module)).relaxedExact ? module : null;
-      } catch {
-        return null; // no relaxed SIMD here (Node 20 without its flag), or the file is missing
-      }
-    })();
-    relaxedVerdicts.set(key, verdict);
-  }
-  return verdict;
-}
-
-/**
- * The module to run single-threaded. Both builds give the same vectors, so the choice is by speed
- * and correctness: the relaxed build only where its dot product lowers to one instruction (Arm's
- * sdot) — on x86-64, V8 lowers it to three and SIMD128 is faster (docs/engine.md, "Speed") — and
- * only after its own emb_relaxed_probe_wasm finds it exact (Node 20 computes it wrongly).
- * `prefer` forces a build; "relaxed" fails where the probe does.
- */
-export async function chooseModule(
-  prefer: "auto" | "simd128" | "relaxed" = "auto",
-  base?: string | URL,
-): Promise<{ module: WebAssembly.Module; variant: Variant }> {
-  if (env.compileWasm && !presetModules.has("simd128") && !hasSimd128()) {
-    throw new BackendUnavailable(
-      "this JavaScript engine has no WebAssembly SIMD; edgembed needs it (Chrome/Edge 91+, Firefox 89+, Safari 16.4+, Node 16.4+, Deno, Bun)",
-    );
-  }
-  const tryRelaxed = prefer === "relaxed" || (prefer === "auto" && env.arch === "arm64");
-  if (tryRelaxed && (presetModules.has("relaxed") || env.compileWasm)) {
-    const module = await exactRelaxed(base);
-    if (module) return { module, variant: "relaxed" };
-  }
-  if (prefer === "relaxed") {
-    throw new BackendUnavailable(
-      "this host cannot run the relaxed-SIMD engine exactly (Node 20 computes its dot product wrongly); use variant \"simd128\"",
-    );
-  }
-  return { module: await compileVariant("simd128", base), variant: "simd128" };
-}
-
 /** True for the threads build: it imports its (shared) memory. */
 export function moduleImportsMemory(module: WebAssembly.Module): boolean {
   return WebAssembly.Module.imports(module).some((i) => i.kind === "memory");
 }
-
-/**
- * The memory limits (64 KiB pages) a module's imported memory needs, read from its import
- * section; the threads variant is instantiated with a shared memory of at least these.
- */
-export function importedMemoryLimits(bytes: Uint8Array): { initial: number; maximum: number } {
-  let pos = 8;
-  const leb = (): number => {
-    let result = 0;
-    let shift = 0;
-    for (;;) {
-      const b = bytes[pos++];
-      result += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-      if (b < 0x80) return result;
-    }
-  };
-  const skipName = (): void => {
-    const n = leb();
-    pos += n;
-  };
-  const limits = (): { initial: number; maximum: number } => {
-    const flags = bytes[pos++];
-    const initial = leb();
-    const maximum = flags & 1 ? leb() : 65536;
-    return { initial, maximum };
-  };
-  while (pos < bytes.length) {
-    const id = bytes[pos++];
-    const size = leb();
-    const end = pos + size;
-    if (id === 2) {
-      const count = leb();
-      for (let i = 0; i < count; i++) {
-        skipName();
-        skipName();
-        const kind = bytes[pos++];
-        if (kind === 0) leb();
-        else if (kind === 1) {
-          pos++;
-          limits();
-        } else if (kind === 2) return limits();
-        else if (kind === 3) pos += 2;
-        else if (kind === 4) {
-          pos++;
-          leb();
-        }
-      }
-    }
-    pos = end;
-  }
-  throw new BackendUnavailable("the threads engine module imports no memory; rebuild it with `./build.sh wasm`");
-}
-
-/** A new shared memory for the threads variant. */
-export function sharedMemory(limits: { initial: number; maximum: number }): WebAssembly.Memory {
-  return new WebAssembly.Memory({ initial: limits.initial, maximum: limits.maximum, shared: true });
-}
-
-// ── one instance ───────────────────────────────────────────────────────────────────────────
 
 /** Pointer into an engine's memory (opaque to the rest of the package). */
 export type Ptr = number & { readonly __ptr: unique symbol };
@@ -460,165 +251,5 @@ export class EngineInstance {
   /** The top of this instance's own stack (threads variant), 0 for the module's default stack. */
   get stackTop(): number {
     return this.ownStack;
-  }
-}
-
-// ── model + context: what Embedder and the pool workers use ─────────────────────────────────
-
-export interface EncodeOptions {
-  truncate: boolean;
-  pooling: Pooling;
-  /** <0 the model's choice, 0 raw pooled vectors, >0 L2-normalized (by the engine). */
-  normalize: number;
-}
-
-/**
- * A model and one context on an EngineInstance. Texts are tokenized straight into the context's
- * id buffer and encoded in packs of at most maxTokens tokens (no padding: the engine packs
- * sequences back to back), so a call allocates nothing in wasm memory except for texts longer
- * than any seen before.
- */
-export class EngineSession {
-  readonly instance: EngineInstance;
-  readonly info: ModelInfo;
-  readonly maxTokens: number;
-  private model: Ptr;
-  private readonly ownsModel: { bundle: number } | null;
-  private ctx: Ptr;
-  private readonly ids: number; // int32[maxTokens]
-  private readonly lengths: number; // int32[maxSeqs]
-  private readonly out: number; // float32[maxSeqs * dim]
-  private readonly maxSeqs: number;
-  private text = 0;
-  private textCap = 0;
-  private readonly encoder = new TextEncoder();
-
-  /** A session over `model`; with `ownsModel` the session frees the model (and its bundle copy) on dispose. */
-  constructor(instance: EngineInstance, model: Ptr, ownsModel: { bundle: number } | null, maxTokens: number) {
-    this.instance = instance;
-    this.model = model;
-    this.ownsModel = ownsModel;
-    this.info = instance.modelInfo(model);
-    if (!Number.isInteger(maxTokens) || maxTokens < this.info.maxLength) {
-      throw new InputError(`maxTokens must be an integer of at least the model's max length (${this.info.maxLength}), got ${maxTokens}`);
-    }
-    this.maxTokens = maxTokens;
-    this.maxSeqs = Math.floor(maxTokens / 2); // every sequence holds at least [CLS] and [SEP]
-    this.ctx = instance.contextInit(model, maxTokens);
-    this.ids = instance.alloc(4 * maxTokens);
-    this.lengths = instance.alloc(4 * this.maxSeqs);
-    this.out = instance.alloc(4 * this.maxSeqs * this.info.dim);
-  }
-
-  /** Loads `bundle` into a fresh instance of `module` and opens a session on it. */
-  static async open(module: WebAssembly.Module, bundle: Uint8Array, maxTokens: number): Promise<EngineSession> {
-    const instance = await EngineInstance.create(module);
-    const { model, bundle: at } = instance.loadModel(bundle);
-    return new EngineSession(instance, model, { bundle: at }, maxTokens);
-  }
-
-  meta(key: string): string | null {
-    return this.instance.modelMeta(this.model, key);
-  }
-
-  private writeText(text: string): number {
-    const bytes = this.encoder.encode(text);
-    if (bytes.length + 1 > this.textCap) {
-      this.instance.free(this.text);
-      this.textCap = Math.max(1024, 2 ** Math.ceil(Math.log2(bytes.length + 1)));
-      this.text = this.instance.alloc(this.textCap);
-    }
-    this.instance.bytes(this.text, bytes.length).set(bytes);
-    return bytes.length;
-  }
-
-  /** Tokenizes `text` into the id buffer at `offset`; returns the ids' count, or -1 if they do not fit. */
-  private tokenizeAt(text: string, index: number, truncate: boolean, offset: number): number {
-    const len = this.writeText(text);
-    const [status, nIds, nFull] = this.instance.tokenizeRaw(
-      this.model, this.text, len, truncate, this.ids + 4 * offset, this.maxTokens - offset,
-    );
-    if (status === Status.BUFFER_TOO_SMALL && offset > 0) return -1;
-    if (status === Status.TOO_LONG) {
-      throw new InputTooLong(
-        `text ${index} has ${nFull} tokens, over the model's max length of ${this.info.maxLength}; ` +
-          `shorten it or pass truncate: true`,
-      );
-    }
-    if (status !== Status.OK) this.instance.fail(status, `cannot tokenize text ${index}`);
-    return nIds;
-  }
-
-  /** Token ids of each text ([CLS] … [SEP]). */
-  tokenize(texts: readonly string[], truncate = true): Int32Array[] {
-    this.check();
-    return texts.map((t, i) => {
-      const n = this.tokenizeAt(t, i, truncate, 0);
-      return this.instance.i32s(this.ids, n).slice();
-    });
-  }
-
-  /** Token counts ([CLS] and [SEP] included) after truncation to the model's max length. */
-  countTokens(texts: readonly string[]): number[] {
-    this.check();
-    return texts.map((t, i) => this.tokenizeAt(t, i, true, 0));
-  }
-
-  /** One vector per text, in order. */
-  encode(texts: readonly string[], options: EncodeOptions): Float32Array[] {
-    this.check();
-    const dim = this.info.dim;
-    const pooling = POOLING[options.pooling];
-    const results = new Array<Float32Array>(texts.length);
-    let filled = 0;
-    const pending: number[] = [];
-    const flush = (): void => {
-      if (pending.length === 0) return;
-      const status = this.instance.encodeRaw(
-        this.ctx, this.ids, this.lengths, pending.length, pooling, options.normalize, this.out, pending.length * dim,
-      );
-      if (status !== Status.OK) this.instance.fail(status, "the engine could not encode the batch");
-      const f32 = this.instance.f32s(this.out, pending.length * dim);
-      pending.forEach((textIndex, j) => {
-        results[textIndex] = f32.slice(j * dim, (j + 1) * dim);
-      });
-      pending.length = 0;
-      filled = 0;
-    };
-    for (let i = 0; i < texts.length; i++) {
-      let n = this.tokenizeAt(texts[i], i, options.truncate, filled);
-      if (n < 0) {
-        flush();
-        n = this.tokenizeAt(texts[i], i, options.truncate, 0);
-      }
-      this.instance.i32s(this.lengths, this.maxSeqs)[pending.length] = n;
-      pending.push(i);
-      filled += n;
-      if (pending.length === this.maxSeqs || this.maxTokens - filled < 2) flush();
-    }
-    flush();
-    return results;
-  }
-
-  get disposed(): boolean {
-    return this.ctx === 0;
-  }
-
-  private check(): void {
-    if (this.ctx === 0) throw new InputError("this engine session was disposed");
-  }
-
-  /** Frees the context, the buffers and (when owned) the model. Safe to call twice. */
-  dispose(): void {
-    if (this.ctx === 0) return;
-    const i = this.instance;
-    i.contextFree(this.ctx);
-    i.free(this.ids);
-    i.free(this.lengths);
-    i.free(this.out);
-    i.free(this.text);
-    if (this.ownsModel) i.freeModel(this.model, this.ownsModel.bundle);
-    this.ctx = 0 as Ptr;
-    this.model = 0 as Ptr;
   }
 }

@@ -4,15 +4,10 @@
  *   texts ─► (prefix) ─► engine: tokenize (normalizer, pre_tokenizer, wordpiece, post_processor)
  *         ─► encoder ─► pooling ─► L2 norm ─► (dimensions: cut, renormalize) ─► Float32Array per text
  */
-import {
-  chooseModule,
-  EngineInstance,
-  EngineSession,
-  moduleImportsMemory,
-  type ModelInfo,
-  type Pooling,
-  type Variant,
-} from "./bindings.js";
+import type { Pooling } from "./abi.js";
+import { EngineInstance, moduleImportsMemory, type ModelInfo } from "./bindings.js";
+import { chooseModule, type Variant } from "./modules.js";
+import { EngineSession } from "./session.js";
 import { EmbedderDisposed, InputError } from "./errors.js";
 import { loadBytes, type BundleSource, type LoadOptions } from "./loader.js";
 

@@ -13,16 +13,9 @@
  * another worker; a batch that kills two workers is rejected with WorkerCrashed. No request is
  * dropped silently: each call resolves with its vectors or rejects with an error that says why.
  */
-import {
-  compileVariant,
-  EngineInstance,
-  EngineSession,
-  importedMemoryLimits,
-  sharedMemory,
-  wasmBytes,
-  type ModelInfo,
-  type Variant,
-} from "./bindings.js";
+import { EngineInstance, type ModelInfo } from "./bindings.js";
+import { compileVariant, importedMemoryLimits, sharedMemory, wasmBytes, type Variant } from "./modules.js";
+import { EngineSession } from "./session.js";
 import {
   asTexts,
   DEFAULT_MAX_TOKENS,

@@ -10,7 +10,8 @@
  *
  * A result's vectors travel as one transferred Float32Array of n × dim values.
  */
-import { EngineInstance, EngineSession, type ModelInfo, type Ptr } from "./bindings.js";
+import { EngineInstance, type ModelInfo, type Ptr } from "./bindings.js";
+import { EngineSession } from "./session.js";
 import { embedWith, type ResolvedEmbedOptions } from "./embedder.js";
 import { env, nodeBuiltin } from "./env.js";
 import { errorToData } from "./errors.js";

@@ -6,7 +6,7 @@
  */
 import relaxed from "./wasm/edgembed-relaxed.wasm";
 import simd128 from "./wasm/edgembed.wasm";
-import { provideModules } from "./bindings.js";
+import { provideModules } from "./modules.js";
 
 provideModules({ simd128, relaxed });
 

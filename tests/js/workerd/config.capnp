@@ -21,6 +21,8 @@ const embedWorker :Workerd.Worker = (
     (name = "loader.js", esModule = embed "../../../js/dist/loader.js"),
     (name = "abi.js", esModule = embed "../../../js/dist/abi.js"),
     (name = "bindings.js", esModule = embed "../../../js/dist/bindings.js"),
+    (name = "modules.js", esModule = embed "../../../js/dist/modules.js"),
+    (name = "session.js", esModule = embed "../../../js/dist/session.js"),
     (name = "embedder.js", esModule = embed "../../../js/dist/embedder.js"),
     (name = "pool.js", esModule = embed "../../../js/dist/pool.js"),
     (name = "batcher.js", esModule = embed "../../../js/dist/batcher.js"),
