@@ -14,7 +14,8 @@
 # Installs what it needs, idempotently, from the npm registry, PyPI and apt only: js/'s
 # devDependencies, the hosts pinned in tests/js/hosts/package-lock.json, wasmtime into .venv when
 # it is missing, Debian's chromium (as root). The model bundle is written by the Python exporter
-# into build/js/. Needs ./build.sh wasm and js/build.sh.
+# into build/js/ (tests/fixtures/write_bundles.py). Needs ./build.sh wasm and js/build.sh.
+# `js/test.sh --setup` stops after the installs and the bundle.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -42,15 +43,9 @@ if ! command -v chromium >/dev/null; then
 fi
 # Python's wasmtime backend is the seventh host of the cross-runtime check
 "$PY" -c "import wasmtime" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check wasmtime
-if [[ ! -f "$BUNDLE" || "$ROOT/python/edgembed/export/bundle.py" -nt "$BUNDLE" ]]; then
-  mkdir -p "$(dirname "$BUNDLE")"
-  "$PY" - "$BUNDLE" <<'PYEOF'
-import sys
-from edgembed.export.bundle import write_bundle
-from edgembed.sources import pull
-write_bundle(pull("all-minilm-l6-v2").source_dir, sys.argv[1], name="all-minilm-l6-v2")
-PYEOF
-fi
+# the bundle, rewritten when the exporter changed (the C tests share it)
+"$PY" tests/fixtures/write_bundles.py --out "$(dirname "$BUNDLE")" >/dev/null
+[[ "${1:-}" == "--setup" ]] && exit 0  # installs and bundle only (./build.sh bench)
 
 # ── runs ──
 rm -rf build/js/vectors

@@ -3,7 +3,9 @@
 #
 #   native         (the default) build/native/libedgembed.so, test_engine, test_native, embcli
 #   asan           build/native-asan/test_engine, test_native with -fsanitize=address,undefined
-#   test [BUNDLE]  native + asan, then runs the test binaries (BUNDLE: a real .emb for extra checks)
+#   test [BUNDLE]  native + asan, then runs the test binaries; the real-model checks get BUNDLE (a
+#                  .emb) or the all-MiniLM-L6-v2 bundle and vocab.txt that Python's exporter writes
+#                  (tests/fixtures/write_bundles.py; skipped, saying why, without edgembed installed)
 #   tsan           build/native-tsan/test_native, test_engine with -fsanitize=thread, run (the pool)
 #   cross [ARCH..] build/native-<arch>/libedgembed.so with zig's clang for Linux x86_64 and aarch64
 #                  (glibc 2.17 and later: the manylinux2014 baseline); default both
@@ -50,7 +52,7 @@ asan() {
   local out=build/native-asan
   mkdir -p "$out"
   # shellcheck disable=SC2086
-  for t in test_engine test_native; do
+  for t in test_engine test_native test_tokenizer; do
     # shellcheck disable=SC2086
     "$CC" $COMMON -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
       -pthread -o "$out/$t" "tests/runtime/$t.c" $SRCS -lm
@@ -73,13 +75,30 @@ tsan() {
   done
 }
 
+# real_model [BUNDLE]: sets BUNDLE and VOCAB for the real-model checks (BUNDLE given: no VOCAB)
+real_model() {
+  BUNDLE="${1:-}" VOCAB=""
+  [ -n "$BUNDLE" ] && return
+  if ! "$PYTHON" -c "import edgembed" 2>/dev/null; then
+    echo "runtime/build.sh test: the real-model checks are skipped: $PYTHON cannot import edgembed" \
+      "(run ./build.sh setup)"
+    return
+  fi
+  local paths
+  paths="$("$PYTHON" tests/fixtures/write_bundles.py --vocab)"  # fails the verb when it fails
+  BUNDLE="$(sed -n 1p <<<"$paths")" VOCAB="$(sed -n 2p <<<"$paths")"
+}
+
 test_() {
-  local bundle="${1:-}"
   native
   asan
-  ./build/native/test_engine ${bundle:+"$bundle"}
+  real_model "${1:-}"
+  ./build/native/test_engine ${BUNDLE:+"$BUNDLE"}
+  ./build/native/test_tokenizer ${VOCAB:+"$VOCAB"}
   ./build/native/test_native
-  ./build/native-asan/test_engine  # the real bundle is too slow under the sanitizers
+  echo "== under ASan/UBSan (without the real bundle: too slow there)"
+  ./build/native-asan/test_engine
+  ./build/native-asan/test_tokenizer ${VOCAB:+"$VOCAB"}
   ./build/native-asan/test_native
   # every fuzz seed and crasher ever found, replayed under the sanitizers
   ./build/native-asan/replay_bundle tests/fixtures/fuzz/bundle/*

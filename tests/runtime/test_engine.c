@@ -617,7 +617,12 @@ int main(int argc, char **argv) {
     test_layernorm_attention();
     test_bundle_errors();
     test_tiny_model();
-    if (argc > 1) test_real_bundle(argv[1]);
+    if (argc > 1) {
+        test_real_bundle(argv[1]);
+    } else {
+        printf("skipped the real-bundle checks: no bundle given (pass a .emb path; runtime/build.sh "
+               "test writes one with the Python exporter)\n");
+    }
     printf("kernels: %s\n", emb_kernels_available());
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
