@@ -55,31 +55,43 @@ export const WASM_KERNELS: Readonly<Record<number, string>> = Object.freeze({
   2: "relaxed",
 });
 
-/** emb_model_info: int32 fields, in order (their offsets are static-asserted in edgembed.h). */
-export const MODEL_INFO_FIELDS = Object.freeze([
-  "dim",
-  "n_layers",
-  "n_heads",
-  "ffn_dim",
-  "vocab_size",
-  "max_length",
-  "pooling",
-  "normalize",
-  "version",
-] as const);
+/**
+ * The structs the package reads or writes in wasm memory: their fields, in order. In wasm32 each
+ * of these fields is 4 bytes (int32_t, uint32_t, size_t or a pointer; tests/python/test_abi.py
+ * checks it), so field i is the i-th int32 and a struct is 4 × its fields bytes. Their offsets are
+ * asserted in edgembed.h.
+ */
+export const STRUCT_FIELDS = Object.freeze({
+  emb_model_info: ["dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_length", "pooling", "normalize", "version"],
+} as const);
 
-export const MODEL_INFO_BYTES = 4 * MODEL_INFO_FIELDS.length;
+export type StructName = keyof typeof STRUCT_FIELDS;
+export type StructValues<S extends StructName> = Readonly<Record<(typeof STRUCT_FIELDS)[S][number], number>>;
 
-export type RawModelInfo = Readonly<Record<(typeof MODEL_INFO_FIELDS)[number], number>>;
-
-/** The fields of an emb_model_info read as MODEL_INFO_BYTES / 4 int32 from wasm memory. */
-export function unpackModelInfo(values: Int32Array): RawModelInfo {
-  const out: Record<string, number> = {};
-  MODEL_INFO_FIELDS.forEach((name, i) => {
-    out[name] = values[i];
-  });
-  return out as RawModelInfo;
+/** Bytes of a struct in wasm32 memory. */
+export function structBytes(name: StructName): number {
+  return 4 * STRUCT_FIELDS[name].length;
 }
+
+/** A struct's fields from its int32 words in wasm memory (a view of structBytes(name) / 4 int32). */
+export function unpackStruct<S extends StructName>(name: S, words: Int32Array): StructValues<S> {
+  const out: Record<string, number> = {};
+  STRUCT_FIELDS[name].forEach((field, i) => {
+    out[field] = words[i];
+  });
+  return out as StructValues<S>;
+}
+
+/** A struct's int32 words for wasm memory; a field not given is 0 (NULL). */
+export function packStruct<S extends StructName>(name: S, values: Partial<StructValues<S>>): Int32Array {
+  const fields: readonly string[] = STRUCT_FIELDS[name];
+  for (const key of Object.keys(values)) {
+    if (!fields.includes(key)) throw new RangeError(`${name} has no field ${key}`);
+  }
+  return Int32Array.from(fields, (field) => (values as Record<string, number>)[field] ?? 0);
+}
+
+export const MODEL_INFO_BYTES = structBytes("emb_model_info");
 
 /** Bytes of a size_t out-parameter in wasm32 memory. */
 export const WASM_SIZE_T_BYTES = 4;

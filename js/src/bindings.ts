@@ -18,7 +18,7 @@ import {
   missingExports,
   poolingName,
   Status,
-  unpackModelInfo,
+  unpackStruct,
   WASM_KERNELS,
   WASM_SIZE_T_BYTES,
   type Exports,
@@ -197,7 +197,7 @@ export class EngineInstance {
 
   modelInfo(model: Ptr): ModelInfo {
     this.x.emb_model_get_info_wasm(model, this.scratch);
-    const v = unpackModelInfo(this.i32s(this.scratch, MODEL_INFO_BYTES / 4));
+    const v = unpackStruct("emb_model_info", this.i32s(this.scratch, MODEL_INFO_BYTES / 4));
     return Object.freeze({
       dim: v.dim,
       nLayers: v.n_layers,

@@ -102,10 +102,13 @@ extern "C" {
 #endif
 
 /*
- * Layout checks for the structs that cross the boundary (read by python/edgembed/backends/_abi.py
- * and js/src/abi.ts, in native and in wasm32 memory): fixed-width fields only, each at the offset
- * the bindings use, so every build (native, wasm, C++) refuses to compile a layout they disagree
- * with. tests/python/test_abi.py checks that every field has its line.
+ * Layout checks for the structs that cross the boundary (read and written by
+ * python/edgembed/backends/_abi.py and js/src/abi.ts, in native and in wasm32 memory): every
+ * field at the offset the bindings use, so no build (native, wasm, C++) compiles a layout they
+ * would misread. Fields are fixed-width scalars, size_t or pointers; write the offsets of a
+ * struct with pointer-wide fields with sizeof(void *), e.g. EMB_ASSERT_FIELD(s, n, 2 *
+ * sizeof(void *)), so the line holds for wasm32 and 64-bit builds alike.
+ * tests/python/test_abi.py checks that every field has its line, for both pointer widths.
  */
 #if defined(__cplusplus)
 #define EMB_STATIC_ASSERT(cond, msg) static_assert(cond, msg)

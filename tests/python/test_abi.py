@@ -48,7 +48,11 @@ class TsAbi:
         self.pooling = {k: int(v) for k, v in re.findall(pairs, _ts_block(src, "POOLING"))}
         self.kernels = {int(k): v for k, v in
                         re.findall(r"(\d+):\s*\"(\w+)\"", _ts_block(src, "WASM_KERNELS"))}
-        self.model_info = re.findall(r"\"(\w+)\"", _ts_block(src, "MODEL_INFO_FIELDS"))
+        structs = _ts_block(src, "STRUCT_FIELDS")
+        self.structs = {
+            name: re.findall(r"\"(\w+)\"", fields)
+            for name, fields in re.findall(r"(\w+):\s*\[([^\]]*)\]", structs)
+        }
         m = re.search(r"BUNDLE_STATUSES[^=]*=\s*new Set\(\[(.*?)\]\)", src, re.S)
         assert m, "js/src/abi.ts: cannot find BUNDLE_STATUSES"
         self.bundle_statuses = {self.status[n] for n in re.findall(r"Status\.(\w+)", m[1])}
@@ -120,41 +124,74 @@ def test_every_public_struct_is_described(header: Header, ts: TsAbi) -> None:
     assert set(header.structs) == set(_abi.STRUCTS), "edit STRUCTS in _abi.py"
     for name, fields in header.structs.items():
         assert list(_abi.STRUCTS[name].fields) == fields, f"{name}: fields differ (_abi.py)"
-    info = header.structs["emb_model_info"]
-    assert ts.model_info == [n for n, _ in info], "edit MODEL_INFO_FIELDS in js/src/abi.ts"
-    assert all(t == "int32_t" for _, t in info), "abi.ts reads emb_model_info as int32 only"
+    assert "emb_model_info" in ts.structs
+    for name, fields in ts.structs.items():
+        assert name in header.structs, f"js/src/abi.ts: STRUCT_FIELDS has {name}, edgembed.h not"
+        assert fields == [n for n, _ in header.structs[name]], (
+            f"edit STRUCT_FIELDS.{name} in js/src/abi.ts"
+        )
+        layout = _abi.STRUCTS[name]
+        assert [layout.offset(f, _abi.WASM_POINTER_BYTES) for f in fields] == [
+            4 * i for i in range(len(fields))
+        ] and layout.size(_abi.WASM_POINTER_BYTES) == 4 * len(fields), (
+            f"abi.ts reads {name} as int32 words: its fields must be 4 bytes in wasm32"
+        )
 
 
 @pytest.mark.parametrize(
     "path", [HEADER, REPO / "runtime" / "src" / "tokenizer.h"], ids=lambda p: p.name
 )
 def test_layouts_are_asserted(path: Path) -> None:
-    """Every struct that has layout lines has one per field, matching the C layout of its types
-    (the compiler checks the lines; this checks that none is missing)."""
+    """Every struct that has layout lines has one per field and its size, matching C's layout of
+    its types for 4-byte (wasm32) and 8-byte (native) pointers; the compiler checks the lines
+    for its own target, this checks that none is missing and that both targets agree with the
+    bindings' layout."""
     h = parse(path)
     asserted = {s for s, _ in h.field_asserts} | set(h.size_asserts)
     if path == HEADER:
         assert asserted == set(h.structs), "every struct of edgembed.h needs its layout lines"
     for name in asserted:
-        fields = h.structs[name]
-        for _, t in fields:
-            assert t in ("int32_t", "uint32_t", "int64_t", "uint64_t", "float", "double"), (
-                f"{name}: a {t} field has another size in wasm32 than in native builds"
+        layout = h.struct(name)
+        for pointer_size in (_abi.WASM_POINTER_BYTES, 8):
+            for field, _ in layout.fields:
+                want = layout.offset(field, pointer_size)
+                assert h.asserted_offset(name, field, pointer_size) == want, (
+                    f"{path.name}: EMB_ASSERT_FIELD({name}, {field}, ...) is missing or not "
+                    f"{want} with {pointer_size}-byte pointers"
+                )
+            assert h.asserted_size(name, pointer_size) == layout.size(pointer_size), (
+                f"{path.name}: EMB_ASSERT_SIZE({name}, ...) is missing or wrong"
             )
-        layout = _abi.Struct(name, tuple(fields))
-        for field, _ in fields:
-            assert h.field_asserts.get((name, field)) == layout.offset(field), (
-                f"{path.name}: EMB_ASSERT_FIELD({name}, {field}, {layout.offset(field)}) missing "
-                "or wrong"
-            )
-        assert h.size_asserts.get(name) == layout.size, f"{path.name}: EMB_ASSERT_SIZE({name}, ..)"
+        # and the bindings' layout is C's: ctypes lays the struct out for this process
+        native = layout.as_ctypes
+        assert ctypes.sizeof(native) == layout.size(_abi.NATIVE_POINTER_BYTES)
+        for field, _ in layout.fields:
+            assert getattr(native, field).offset == layout.offset(field, _abi.NATIVE_POINTER_BYTES)
+
+
+def test_struct_layouts_with_pointers() -> None:
+    s = _abi.Struct("t", (("ids", "const int32_t *"), ("n", "size_t"), ("kind", "int32_t"),
+                          ("out", "float *"), ("flag", "int32_t")))
+    assert [s.offset(f, 4) for f in s.names] == [0, 4, 8, 12, 16] and s.size(4) == 20
+    assert [s.offset(f, 8) for f in s.names] == [0, 8, 16, 24, 32] and s.size(8) == 40
+    native = s.as_ctypes
+    assert [getattr(native, f).offset for f in s.names] == [
+        s.offset(f, _abi.NATIVE_POINTER_BYTES) for f in s.names
+    ]
+    values = {"ids": 1024, "n": 3, "kind": -1, "out": 4096, "flag": 7}
+    assert s.unpack(s.pack(values)) == values
+    assert s.unpack(s.pack({"n": 2}))["ids"] == 0  # a field not given is 0 (NULL)
+    with pytest.raises(ValueError, match="no fields"):
+        s.pack({"nope": 1})
+    with pytest.raises(ValueError, match="cannot cross"):
+        _abi.Struct("u", (("x", "char"),)).size()
 
 
 def test_struct_unpack_reads_what_ctypes_lays_out() -> None:
     info = _abi.MODEL_INFO.as_ctypes(*range(10, 19))
     raw = bytes(info)  # this process's byte order
-    assert _abi.MODEL_INFO.unpack(raw, "=") == dict(zip(_abi.MODEL_INFO.names, range(10, 19),
-                                                        strict=True))
+    got = _abi.MODEL_INFO.unpack(raw, "=", _abi.NATIVE_POINTER_BYTES)
+    assert got == dict(zip(_abi.MODEL_INFO.names, range(10, 19), strict=True))
     assert _abi.MODEL_INFO.from_ctypes(info)["version"] == 18
     with pytest.raises(ValueError, match="36 bytes"):
         _abi.MODEL_INFO.unpack(raw[:20])

@@ -10,11 +10,12 @@
 against it, so a change of the ABI that misses one of them fails there; the struct layouts are
 also checked on every build, native and wasm, by the header's ``_Static_assert`` lines.
 
-The rules the ABI keeps: a struct that crosses the boundary holds fixed-width fields only (the
-same layout in wasm32 and in a 64-bit native build); every wasm export takes and returns i32
-(wasm32 pointers and ``size_t`` are 4 bytes); an ``emb_X_wasm`` export wraps ``emb_X`` with the
-same parameters. This module imports nothing from the package (``runtime/tools/build_wasm.py``
-loads it by path to check the exports of the modules it builds).
+The rules the ABI keeps: a struct that crosses the boundary holds fixed-width scalars, ``size_t``
+and pointers, laid out by C's rules for the target's pointer width (4 bytes in wasm32, 8 in a
+64-bit native build), and the header asserts every field's offset for both; every wasm export
+takes and returns i32 (wasm32 pointers and ``size_t`` are 4 bytes); an ``emb_X_wasm`` export
+wraps ``emb_X`` with the same parameters. This module imports nothing from the package
+(``runtime/tools/build_wasm.py`` loads it by path to check the exports of the modules it builds).
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ __all__ = [
     "BUNDLE_STATUSES",
     "FUNCTIONS",
     "MODEL_INFO",
+    "NATIVE_POINTER_BYTES",
     "STRUCTS",
     "WASM_EXPORTS",
     "WASM_KERNELS",
+    "WASM_POINTER_BYTES",
     "WASM_SIZE_T_BYTES",
     "Function",
     "Pooling",
@@ -82,7 +85,8 @@ def pooling_name(code: int) -> str:
 
 # ── structs ─────────────────────────────────────────────────────────────────────────────────
 
-# the fixed-width C types a boundary struct may hold: (struct module code, ctypes type)
+# the scalar C types a boundary struct may hold: (struct module code, ctypes type); size_t and
+# pointers are as wide as a pointer of the target (4 bytes in wasm32, 8 in 64-bit native builds)
 _FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "int32_t": ("i", ctypes.c_int32),
     "uint32_t": ("I", ctypes.c_uint32),
@@ -91,11 +95,26 @@ _FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "float": ("f", ctypes.c_float),
     "double": ("d", ctypes.c_double),
 }
+NATIVE_POINTER_BYTES = ctypes.sizeof(ctypes.c_void_p)
+WASM_POINTER_BYTES = 4
+
+
+def _field_code(c_type: str, pointer_size: int) -> str:
+    """The struct module code of a field type on a target with ``pointer_size``-byte pointers."""
+    if c_type in _FIELD_TYPES:
+        return _FIELD_TYPES[c_type][0]
+    if c_type == "size_t" or c_type.endswith("*"):
+        return {4: "I", 8: "Q"}[pointer_size]
+    raise ValueError(f"a struct field of type {c_type!r} cannot cross the boundary")
 
 
 @dataclass(frozen=True)
 class Struct:
-    """A struct of the header that crosses the boundary: its fields in order, as (name, C type)."""
+    """A struct of the header that crosses the boundary: its fields in order, as (name, C type).
+
+    Fields are fixed-width scalars, ``size_t`` or pointers; the layout is C's (each field at the
+    next multiple of its size, the struct padded to its widest field) for a target's pointer
+    width, so one description serves wasm32 memory and native calls alike."""
 
     name: str
     fields: tuple[tuple[str, str], ...]
@@ -104,30 +123,61 @@ class Struct:
     def names(self) -> tuple[str, ...]:
         return tuple(n for n, _ in self.fields)
 
-    @property
-    def size(self) -> int:
-        """Bytes, as C lays it out (the fields are naturally aligned, so no host differs)."""
-        return ctypes.sizeof(self.as_ctypes)
+    def layout(self, pointer_size: int = WASM_POINTER_BYTES) -> dict[str, tuple[int, str]]:
+        """Field -> (byte offset, struct module code) on a target with ``pointer_size``."""
+        out, offset = {}, 0
+        for name, c_type in self.fields:
+            code = _field_code(c_type, pointer_size)
+            width = _struct.calcsize(code)
+            offset += -offset % width
+            out[name] = (offset, code)
+            offset += width
+        return out
+
+    def size(self, pointer_size: int = WASM_POINTER_BYTES) -> int:
+        """Bytes of the struct on a target with ``pointer_size``-byte pointers."""
+        widths = [_struct.calcsize(code) for _, code in self.layout(pointer_size).values()]
+        last_offset, last_code = list(self.layout(pointer_size).values())[-1]
+        end = last_offset + _struct.calcsize(last_code)
+        return end + -end % max(widths)
+
+    def offset(self, field: str, pointer_size: int = WASM_POINTER_BYTES) -> int:
+        """Byte offset of ``field`` on a target with ``pointer_size``-byte pointers."""
+        return self.layout(pointer_size)[field][0]
 
     @cached_property
     def as_ctypes(self) -> type[ctypes.Structure]:
-        """The struct as a ``ctypes.Structure`` (for native calls)."""
-        fields = [(n, _FIELD_TYPES[t][1]) for n, t in self.fields]
+        """The struct as a ``ctypes.Structure`` for this process (native calls)."""
+        def ctype(c_type: str) -> Any:
+            if c_type in _FIELD_TYPES:
+                return _FIELD_TYPES[c_type][1]
+            return ctypes.c_size_t if c_type == "size_t" else ctypes.c_void_p
+
+        fields = [(n, ctype(t)) for n, t in self.fields]
         return type(self.name, (ctypes.Structure,), {"_fields_": fields})
 
-    def offset(self, field: str) -> int:
-        """Byte offset of ``field``."""
-        offset: int = getattr(self.as_ctypes, field).offset
-        return offset
+    def pack(self, values: Mapping[str, Any], byteorder: str = "<",
+             pointer_size: int = WASM_POINTER_BYTES) -> bytes:
+        """The struct's bytes (``"<"`` and 4-byte pointers: wasm memory); a field not in
+        ``values`` is 0 (NULL)."""
+        unknown = set(values) - set(self.names)
+        if unknown:
+            raise ValueError(f"{self.name} has no fields {sorted(unknown)}")
+        out = bytearray(self.size(pointer_size))
+        for name, (offset, code) in self.layout(pointer_size).items():
+            _struct.pack_into(byteorder + code, out, offset, values.get(name, 0))
+        return bytes(out)
 
-    def unpack(self, data: bytes, byteorder: str = "<") -> dict[str, Any]:
-        """The fields of a struct's bytes, each read at its C offset (``"<"``: wasm memory,
-        ``"="``: this process)."""
-        if len(data) < self.size:
-            raise ValueError(f"{self.name} is {self.size} bytes, got {len(data)}")
+    def unpack(self, data: bytes, byteorder: str = "<",
+               pointer_size: int = WASM_POINTER_BYTES) -> dict[str, Any]:
+        """The fields of a struct's bytes, each read at its C offset (``"<"`` and 4-byte
+        pointers: wasm memory; ``"="`` and NATIVE_POINTER_BYTES: this process)."""
+        size = self.size(pointer_size)
+        if len(data) < size:
+            raise ValueError(f"{self.name} is {size} bytes, got {len(data)}")
         return {
-            n: _struct.unpack_from(byteorder + _FIELD_TYPES[t][0], data, self.offset(n))[0]
-            for n, t in self.fields
+            name: _struct.unpack_from(byteorder + code, data, offset)[0]
+            for name, (offset, code) in self.layout(pointer_size).items()
         }
 
     def from_ctypes(self, obj: ctypes.Structure) -> dict[str, Any]:
@@ -255,7 +305,7 @@ def declare(lib: ctypes.CDLL) -> None:
 
 # ── the wasm exports (wasm/exports.c) ───────────────────────────────────────────────────────
 
-WASM_SIZE_T_BYTES = 4  # wasm32: pointers and size_t out-parameters are 4 bytes in its memory
+WASM_SIZE_T_BYTES = WASM_POINTER_BYTES  # wasm32: size_t out-parameters are 4 bytes in its memory
 
 
 @dataclass(frozen=True)

@@ -145,9 +145,10 @@ class Engine:
         if st != Status.OK:
             self._raise(st, name)
         self._model = self._u32(self._scratch)
-        info_ptr = self._alloc(MODEL_INFO.size)
+        info_size = MODEL_INFO.size()  # wasm32
+        info_ptr = self._alloc(info_size)
         host.call("emb_model_get_info_wasm", self._model, info_ptr)
-        info = MODEL_INFO.unpack(self._read(info_ptr, MODEL_INFO.size), "<")
+        info = MODEL_INFO.unpack(self._read(info_ptr, info_size))
         host.call("emb_free_wasm", info_ptr)
         self.dim, self.max_length = info["dim"], info["max_length"]
         self.pooling = pooling_name(info["pooling"])
