@@ -59,7 +59,8 @@ Vectors = npt.NDArray[np.float32]
 def pipeline(encode: Callable[[list[list[int]]], Vectors],
              tokenize: Callable[[], list[list[int]]]) -> Vectors:
     """The Embedder's path: tokenize, longest first in token-budget batches, encode, normalize."""
-    from edgembed.embedder import CPU_BATCH_TOKENS, plan_batches
+    from edgembed.backends.choice import CPU_BATCH_TOKENS
+    from edgembed.embedder import plan_batches
 
     ids = tokenize()
     out = np.zeros((len(ids), 384), dtype=np.float32)

@@ -205,8 +205,8 @@ def _embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
 
 
 def _run_embed(args: argparse.Namespace) -> int:
-    from .embedder import output_layout
     from .io.writers import VectorWriter
+    from .output.arrays import output_layout
 
     if args.input is None and not args.texts:
         raise _Usage("give texts to embed or -i FILE (see embed --help)")

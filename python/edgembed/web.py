@@ -22,8 +22,8 @@ import asyncio
 from typing import Any
 
 from . import env
-from ._bundle import BundleEmbedder, embedder_from_bundle
 from .backends._engine import BundleSource
+from .embedder import Embedder
 from .errors import ModelNotFound, SourceUnavailable
 
 __all__ = ["fetch_bundle", "is_url", "load"]
@@ -73,7 +73,7 @@ async def load(
     *,
     wasm_variant: str | None = None,
     max_tokens: int = 2048,
-) -> BundleEmbedder:
+) -> Embedder:
     """An Embedder on the wasm engine for a bundle: a URL, its bytes, a path to a .emb file
     (Pyodide's file system, or a mounted folder) or an exported model directory.
 
@@ -87,5 +87,5 @@ async def load(
         from .backends._pyodide import PyodideHost
 
         host = await PyodideHost.create(variant=wasm_variant)
-    return embedder_from_bundle(source, wasm_variant=wasm_variant, max_tokens=max_tokens,
+    return Embedder.from_bundle(source, wasm_variant=wasm_variant, max_tokens=max_tokens,
                                 host=host)

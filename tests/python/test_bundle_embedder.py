@@ -4,6 +4,7 @@ equal the numpy path's arrays; bundles from bytes, paths and URLs; the event-loo
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import http.server
 import json
@@ -14,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgembed import _bundle
+from edgembed import _bundle, env
 from edgembed.batching import EventLoopBatcher
+from edgembed.embedder import Embedder
 from edgembed.errors import BatcherClosed, InputTooLong, ModelNotFound
 from edgembed.export.bundle import write_bundle
 
@@ -33,8 +35,18 @@ def bundle(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 @pytest.fixture(scope="module")
-def embedder(bundle: Path) -> Iterator[_bundle.BundleEmbedder]:
-    emb = _bundle.embedder_from_bundle(bundle)
+def embedder(bundle: Path) -> Iterator[Embedder]:
+    emb = Embedder.from_bundle(bundle)
+    yield emb
+    emb._backend.close()
+
+
+@pytest.fixture(scope="module")
+def rows_embedder(bundle: Path) -> Iterator[Embedder]:
+    """The same bundle on a host without numpy, as Pyodide is: rows of ``array('f')``."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(env, "HOST", dataclasses.replace(env.HOST, numpy=False))
+        emb = Embedder.from_bundle(bundle)
     yield emb
     emb._backend.close()
 
@@ -43,7 +55,7 @@ def rows_as_np(rows: list, dtype: type) -> np.ndarray:
     return np.array([list(r) for r in rows], dtype=dtype)
 
 
-def test_loads_a_bundle_with_its_catalog_metadata(embedder: _bundle.BundleEmbedder) -> None:
+def test_loads_a_bundle_with_its_catalog_metadata(embedder: Embedder) -> None:
     assert (embedder.model_name, embedder.dim, embedder.max_length) == ("all-minilm-l6-v2",
                                                                       384, 256)
     assert (embedder.backend, embedder.variant) == ("wasm", "int8")
@@ -61,32 +73,28 @@ def test_loads_a_bundle_with_its_catalog_metadata(embedder: _bundle.BundleEmbedd
      {"precision": "uint8"}, {"prefix": "query: "}],
 )
 def test_rows_equal_the_numpy_path(
-    embedder: _bundle.BundleEmbedder, monkeypatch: pytest.MonkeyPatch, options: dict
+    embedder: Embedder, rows_embedder: Embedder, options: dict
 ) -> None:
     texts = TEXTS[:60]
     want = embedder.embed(texts, **options)
-    monkeypatch.setattr(_bundle, "has_numpy", lambda: False)
-    got = embedder.embed(texts, **options)
+    got = rows_embedder.embed(texts, **options)
     assert isinstance(got, list) and len(got) == len(texts)
     assert got[0].typecode == {"float32": "f", "binary": "b", "uint8": "B"}[
         options.get("precision", "float32")]
     assert np.array_equal(rows_as_np(got, want.dtype), want)
-    assert embedder.embed([]) == []
+    assert rows_embedder.embed([]) == []
 
 
-def test_reference_corpus_matches_sentence_transformers(
-    embedder: _bundle.BundleEmbedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_reference_corpus_matches_sentence_transformers(rows_embedder: Embedder) -> None:
     ref = json.loads((REPO / "tests/fixtures/reference/all-minilm-l6-v2.json").read_text())
-    monkeypatch.setattr(_bundle, "has_numpy", lambda: False)
-    got = rows_as_np(embedder.embed(ref["texts"]), np.float64)
+    got = rows_as_np(rows_embedder.embed(ref["texts"]), np.float64)
     want = np.asarray(ref["embeddings"])
     cos = (got * want).sum(1) / np.linalg.norm(want, axis=1)
     assert cos.min() >= 0.995 and cos.mean() >= 0.999, (cos.min(), cos.mean())
 
 
-def test_bytes_and_paths(bundle: Path, embedder: _bundle.BundleEmbedder) -> None:
-    from_bytes = _bundle.embedder_from_bundle(bundle.read_bytes())
+def test_bytes_and_paths(bundle: Path, embedder: Embedder) -> None:
+    from_bytes = Embedder.from_bundle(bundle.read_bytes())
     try:
         assert np.array_equal(from_bytes.embed(TEXTS[:8]), embedder.embed(TEXTS[:8]))
         assert from_bytes.model_name == "all-minilm-l6-v2"
@@ -95,7 +103,7 @@ def test_bytes_and_paths(bundle: Path, embedder: _bundle.BundleEmbedder) -> None
     assert _bundle.is_bundle_source(b"x") and _bundle.is_bundle_source("m/a.EMB")
     assert not _bundle.is_bundle_source("all-minilm-l6-v2")
     with pytest.raises(ModelNotFound, match=r"does not exist"):
-        _bundle.embedder_from_bundle(bundle.with_name("missing.emb"))
+        Embedder.from_bundle(bundle.with_name("missing.emb"))
 
 
 @pytest.fixture
@@ -112,7 +120,7 @@ def http_dir(bundle: Path) -> Iterator[str]:
         server.server_close()
 
 
-def test_web_load_from_a_url(http_dir: str, embedder: _bundle.BundleEmbedder) -> None:
+def test_web_load_from_a_url(http_dir: str, embedder: Embedder) -> None:
     import edgembed.web
 
     async def main() -> None:
@@ -130,7 +138,7 @@ def test_web_load_from_a_url(http_dir: str, embedder: _bundle.BundleEmbedder) ->
 # ── the batcher on an event loop ──
 
 
-def test_event_loop_batcher_groups_and_matches(embedder: _bundle.BundleEmbedder) -> None:
+def test_event_loop_batcher_groups_and_matches(embedder: Embedder) -> None:
     async def main() -> tuple[list, object]:
         async with EventLoopBatcher(embedder, latency_target_ms=5000) as b:
             out = await asyncio.gather(*(b.embed(t) for t in TEXTS[:16]))

@@ -17,17 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgembed import BackendUnavailable, InputError, InputTooLong, InvalidModelDir
-from edgembed.embedder import (
-    CPU_BATCH_TOKENS,
-    CUDA_BATCH_TOKENS,
-    Embedder,
-    Precision,
-    _export,
-    choose_backend,
-    output_layout,
-    plan_batches,
-    quantize_embeddings,
-)
+from edgembed.backends.choice import CPU_BATCH_TOKENS, CUDA_BATCH_TOKENS, choose_backend
+from edgembed.embedder import Embedder, Precision, plan_batches
+from edgembed.output.arrays import output_layout, quantize_embeddings
+from edgembed.prepare import _export
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 NO_NATIVE = (False, "the native engine (libedgembed.so) is not in this installation")
@@ -78,8 +71,8 @@ def test_load_by_name_with_auto_backend(
     edgembed_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("EDGEMBED_HOME", str(edgembed_home))
-    monkeypatch.setattr("edgembed.embedder._cuda_state", lambda _requested: NO_CUDA)
-    monkeypatch.setattr("edgembed.embedder._native_state", lambda _requested: NO_NATIVE)
+    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _requested: NO_CUDA)
+    monkeypatch.setattr("edgembed.embedder.native_state", lambda _requested: NO_NATIVE)
     with caplog.at_level(logging.INFO, logger="edgembed"):
         e = Embedder.load()
     assert caplog.records == []  # exported already: nothing to announce
@@ -169,7 +162,7 @@ def test_load_with_the_native_backend(
     home = tmp_path / "home"
     shutil.copytree(edgembed_home, home, copy_function=os.link)
     monkeypatch.setenv("EDGEMBED_HOME", str(home))
-    monkeypatch.setattr("edgembed.embedder._cuda_state", lambda _requested: NO_CUDA)
+    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _requested: NO_CUDA)
     auto = Embedder.load(backend="auto")
     assert auto.backend == "native" and auto.backend_reason.startswith("auto: native engine")
     onnx = Embedder.load(backend="onnx")
@@ -214,7 +207,7 @@ def test_auto_falls_back_when_the_cuda_session_fails(
     exported_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """CUDA looks usable but the provider cannot start: auto runs on the CPU and says why."""
-    monkeypatch.setattr("edgembed.embedder._cuda_state", lambda _requested: (True, "present"))
+    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _requested: (True, "present"))
     monkeypatch.setattr("edgembed.backends.onnx.cuda_available",
                         lambda: (False, "libcudnn.so.9 is missing"))
     e = Embedder.load(exported_model_dir, variant="fp32", backend="auto")

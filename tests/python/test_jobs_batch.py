@@ -34,7 +34,7 @@ KILL_CHUNK = 24
 @pytest.fixture(autouse=True)
 def home(edgembed_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EDGEMBED_HOME", str(edgembed_home))
-    monkeypatch.setattr("edgembed.embedder._cuda_state", lambda _r: (False, "no GPU in tests"))
+    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _r: (False, "no GPU in tests"))
     return edgembed_home
 
 

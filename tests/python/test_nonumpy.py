@@ -7,8 +7,8 @@ from array import array
 import numpy as np
 import pytest
 
-from edgembed import _nonumpy as nn
-from edgembed.embedder import _l2_normalize, quantize_embeddings
+from edgembed.output import rows as nn
+from edgembed.output.arrays import l2_normalize, quantize_embeddings
 
 DIMS = [1, 5, 7, 8, 9, 31, 64, 127, 128, 129, 200, 256, 383, 384, 768, 1024]
 
@@ -36,17 +36,17 @@ def test_l2_normalize_is_numpys(d: int) -> None:
     x = (rng.standard_normal((30, d)) * 3.0).astype(np.float32)
     x[0] = 0.0  # the 1e-12 floor
     got = as_np(nn.l2_normalize(rows_of(x)), np.float32)
-    assert np.array_equal(got.view(np.uint32), _l2_normalize(x).view(np.uint32))
+    assert np.array_equal(got.view(np.uint32), l2_normalize(x).view(np.uint32))
     if d > 4:  # Matryoshka: the first dimensions, renormalized
         got = as_np(nn.l2_normalize(rows_of(x), d // 2), np.float32)
-        assert np.array_equal(got.view(np.uint32), _l2_normalize(x[:, : d // 2]).view(np.uint32))
+        assert np.array_equal(got.view(np.uint32), l2_normalize(x[:, : d // 2]).view(np.uint32))
 
 
 @pytest.mark.parametrize("precision", ["int8", "uint8", "binary", "ubinary"])
 def test_quantize_is_numpys(precision: str) -> None:
     rng = np.random.default_rng(3)
-    x = _l2_normalize(rng.standard_normal((50, 384)).astype(np.float32))
-    calib = _l2_normalize(rng.standard_normal((80, 384)).astype(np.float32))  # some x clip
+    x = l2_normalize(rng.standard_normal((50, 384)).astype(np.float32))
+    calib = l2_normalize(rng.standard_normal((80, 384)).astype(np.float32))  # some x clip
     ranges = np.stack([calib.min(axis=0), calib.max(axis=0)])
     ranges[:, 7] = 0.25  # a zero-width dimension
     want = quantize_embeddings(x, precision, ranges)

@@ -99,11 +99,11 @@ def pyodide_run(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) ->
 def cpython(pyodide_run: dict[str, Any]) -> dict[str, Any]:
     """What CPython computes with the same bundle on the same SIMD128 build, under wasmtime."""
     pytest.importorskip("wasmtime")
-    from edgembed._bundle import embedder_from_bundle
-    from edgembed.embedder import quantize_embeddings
+    from edgembed.embedder import Embedder
+    from edgembed.output.arrays import quantize_embeddings
 
     texts = json.loads(CORPUS.read_text(encoding="utf-8"))
-    emb = embedder_from_bundle(pyodide_run["_work"] / "all-minilm-l6-v2.emb",
+    emb = Embedder.from_bundle(pyodide_run["_work"] / "all-minilm-l6-v2.emb",
                                wasm_variant="simd128")
     try:
         vectors = emb.embed(texts)
@@ -227,14 +227,14 @@ def test_cpython_gives_the_same_errors(tmp_path: Path) -> None:
     from edgembed.errors import BackendUnavailable, BundleError, ModelNotFound
 
     pytest.importorskip("wasmtime")
-    from edgembed._bundle import embedder_from_bundle
+    from edgembed.embedder import Embedder
 
     with pytest.raises(ModelNotFound, match=r"nowhere\.emb does not exist"):
-        embedder_from_bundle(tmp_path / "nowhere.emb")
+        Embedder.from_bundle(tmp_path / "nowhere.emb")
     with pytest.raises(BundleError, match="not an edgembed bundle"):
-        embedder_from_bundle(b"\x08\0\0\0\0\0\0\0{}      ")
+        Embedder.from_bundle(b"\x08\0\0\0\0\0\0\0{}      ")
     with pytest.raises(ModelNotFound, match="embed bundle"):
-        embedder_from_bundle("all-minilm-l6-v2")
+        Embedder.from_bundle("all-minilm-l6-v2")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("edgembed.backends._wasm_files._package_wasm_dir", lambda: None)
         mp.setattr("edgembed.backends._wasm_files.Path.is_file", lambda self: False)

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..embedder import output_layout
 from ..errors import InputError
 from ..io.formats import output_format
 from ..io.progress import ProgressBar
 from ..io.readers import RowReader
 from ..io.storage import Location
 from ..io.writers import VectorWriter
+from ..output.arrays import output_layout
 from .checkpoint import FORMAT_VERSION, JobManifest, Part, WorkDir, iter_parts, stamp
 from .chunks import Chunk, chunks_of, embed_rows
 from .errors import CheckpointMismatch, JobError

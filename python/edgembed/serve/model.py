@@ -18,17 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import EdgembedError, InputError, InputTooLong
+from ..output.arrays import l2_normalize  # the Embedder's own, so both give identical bits
 
 __all__ = ["FloatArray", "ServedModel", "encode_base64"]
 
 FloatArray = npt.NDArray[np.float32]
-
-
-def _l2_normalize(x: FloatArray) -> FloatArray:
-    # The same expression as the Embedder's, so both give identical bits.
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    out: FloatArray = (x / np.maximum(norms, np.float32(1e-12))).astype(np.float32, copy=False)
-    return out
 
 
 def encode_base64(vector: FloatArray) -> str:
@@ -171,4 +165,4 @@ class ServedModel:
     def finish(self, raw: FloatArray, *, normalize: bool, dimensions: int | None) -> FloatArray:
         """The Embedder's output step: keep the first ``dimensions``, then L2-normalize."""
         out = raw[:, :dimensions] if dimensions else raw
-        return _l2_normalize(out) if normalize else np.array(out, dtype=np.float32)
+        return l2_normalize(out) if normalize else np.array(out, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""The Embedder's output arithmetic without numpy, to the bit what numpy computes.
+"""The Embedder's output arithmetic without numpy, to the bit what ``arrays`` computes.
 
 Pyodide has no numpy offline, so there ``embed`` returns a list of rows: ``array('f')`` for
 float32, ``array('b')`` for int8 and binary, ``array('B')`` for uint8 and ubinary. Each row is
@@ -17,10 +17,14 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TypeAlias
+
+from .precision import Precision
 
 __all__ = [
     "Row",
+    "RowOutput",
     "l2_normalize",
     "pairwise_sum_f32",
     "quantize_rows",
@@ -101,7 +105,7 @@ def quantize_rows(
     precision: str,
     ranges: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> list[Row]:
-    """``embedder.quantize_embeddings`` on rows (``precision`` is a Precision value):
+    """``arrays.quantize_embeddings`` on rows (``precision`` is a Precision value):
     ``int8``/``uint8`` map each dimension's [lo, hi] onto 256 levels (clipped, truncated
     toward zero); ``binary``/``ubinary`` pack the sign bits (x > 0) 8 per byte, first
     dimension in the high bit, ``binary`` storing each byte minus 128."""
@@ -135,3 +139,41 @@ def quantize_rows(
         else:
             out.append(array("b", [math.trunc(f(v - 128.0)) for v in levels]))
     return out
+
+
+class RowOutput:
+    """:class:`~edgembed.output.Output` on lists of ``array`` rows (no numpy)."""
+
+    def encode(self, backend: Any, batch: Sequence[Sequence[int]]) -> list[array[float]]:
+        rows: list[array[float]] = backend.encode_rows(batch)
+        return rows
+
+    def alloc(self, n: int, dim: int) -> list[array[float]]:
+        return [array("f")] * n
+
+    def put(self, out: list[array[float]], indices: Sequence[int],
+            block: list[array[float]]) -> None:
+        for i, row in zip(indices, block, strict=True):
+            out[i] = row
+
+    def finish(self, pooled: Sequence[array[float]], normalize: bool,
+               dimensions: int | None) -> list[Row]:
+        if normalize:
+            return l2_normalize(pooled, dimensions)
+        return [array("f", r[:dimensions] if dimensions else r) for r in pooled]
+
+    def quantize(self, vectors: Sequence[Sequence[float]], precision: Precision,
+                 ranges: tuple[Row, Row] | None) -> list[Row]:
+        return quantize_rows(vectors, precision.value, ranges)
+
+    def ranges(self, vectors: Sequence[Sequence[float]]) -> tuple[Row, Row]:
+        return ranges_of(vectors)
+
+    def empty(self, dims: int, precision: Precision) -> list[Row]:
+        return []
+
+    def load(self, path: Path, n: int, dim: int) -> None:
+        return None  # no cache without numpy's .npy reader
+
+    def save(self, path: Path, vectors: Any) -> None:
+        pass

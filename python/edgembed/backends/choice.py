@@ -1,0 +1,172 @@
+"""Which backend runs a model here, with which variant and token budget: the one place.
+
+``choose_backend`` is a pure function of the request and of what this machine offers (a usable
+GPU, a native engine that loaded and passed its self-check), so its decisions are tested as
+data; ``open_backend`` then opens what it chose.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import env
+from ..errors import BackendUnavailable, InputError
+from ..manifest import Manifest
+from . import Backend
+
+__all__ = [
+    "BACKENDS",
+    "CPU_BATCH_TOKENS",
+    "CUDA_BATCH_TOKENS",
+    "DEFAULT_VARIANT",
+    "MAX_BATCH_SIZE",
+    "BackendChoice",
+    "bundle_path",
+    "choose_backend",
+    "cuda_state",
+    "native_state",
+    "open_backend",
+]
+
+BACKENDS = ("auto", "onnx", "cuda", "wasm", "native")
+
+# Token budgets: padded tokens (batch size x longest sequence) per encoder call. On a CPU,
+# batches past ~2k tokens were measured slower (the FFN activations, tokens x 1536 floats,
+# fall out of cache) and only delay the first result; a GPU needs far larger batches.
+CPU_BATCH_TOKENS = 2048
+CUDA_BATCH_TOKENS = 65536
+MAX_BATCH_SIZE = {"onnx": 128, "wasm": 64, "cuda": 1024, "native": 128}
+DEFAULT_VARIANT = {"onnx": "int8", "wasm": "int8", "cuda": "fp16", "native": "int8"}
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """What ``Embedder.load`` will run: a backend, a variant, a token budget, and why."""
+
+    backend: str
+    variant: str
+    max_batch_tokens: int
+    reason: str = ""
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.backend == "cuda" else "cpu"
+
+
+def choose_backend(
+    requested: str,
+    variant: str | None,
+    *,
+    cuda: tuple[bool, str],
+    native: tuple[bool, str] = (False, "not checked"),
+) -> BackendChoice:
+    """Decide the backend from the request and what this machine offers (a pure function).
+
+    ``cuda`` is ``(usable, why)`` as ``backends.onnx.cuda_available()`` answers it, ``native``
+    as ``backends.native.native_available()`` does. ``"auto"`` takes CUDA when it is usable
+    (with the fp16 variant unless one is named), else the native engine for int8 when it loaded
+    and passed its self-check, else onnxruntime on the CPU, and records the reason in
+    ``BackendChoice.reason``; ``"cuda"`` without a usable GPU raises BackendUnavailable saying
+    why and what to install.
+    """
+    name = str(requested).lower()
+    if name == "cpu":
+        name = "onnx"
+    if name not in BACKENDS:
+        raise InputError(f"unknown backend {requested!r}; choose from {', '.join(BACKENDS)}")
+    cuda_ok, cuda_why = cuda
+    native_ok, native_why = native
+    reason = ""
+    if name == "auto" and env.HOST.pyodide:
+        name, reason = "wasm", "auto: Pyodide runs the WebAssembly engine"
+    elif name == "auto":
+        if cuda_ok and (variant is None or variant in ("fp16", "fp32")):
+            name, reason = "cuda", "auto: CUDA is available"
+        elif native_ok and variant in (None, "int8"):
+            name, reason = "native", f"auto: {native_why}"
+        elif cuda_ok:
+            name, reason = "onnx", f"auto: the {variant} variant runs on the CPU"
+        else:
+            name, reason = "onnx", f"auto: CPU because {cuda_why}"
+            if native_why != "not checked" and variant in (None, "int8"):
+                reason += f"; no native engine: {native_why}"
+    elif name == "native" and variant not in (None, "int8"):
+        raise InputError(f"backend 'native' runs the int8 engine bundle, not the {variant} variant")
+    elif name == "cuda" and not cuda_ok:
+        raise BackendUnavailable(
+            f"backend 'cuda' cannot run here: {cuda_why}. Use backend='auto' to fall back "
+            "to the CPU"
+        )
+    chosen_variant = (variant or DEFAULT_VARIANT[name]).lower()
+    budget = CUDA_BATCH_TOKENS if name == "cuda" else CPU_BATCH_TOKENS
+    return BackendChoice(name, chosen_variant, budget, reason)
+
+
+def cuda_state(requested: str) -> tuple[bool, str]:
+    """(usable, why) of CUDA, asked only when ``requested`` may use it."""
+    if str(requested).lower() not in ("auto", "cuda"):
+        return False, "not requested"
+    if env.HOST.pyodide:
+        return False, "Pyodide has no CUDA"
+    from .onnx import cuda_available
+
+    return cuda_available()
+
+
+def native_state(requested: str) -> tuple[bool, str]:
+    """(usable, why) of the native engine, asked only when ``requested`` may use it."""
+    if str(requested).lower() not in ("auto", "native") or env.HOST.pyodide:
+        return False, "not requested"
+    from .native import native_available
+
+    return native_available()
+
+
+def open_backend(
+    choice: BackendChoice, model_dir: Path, manifest: Manifest, threads: int | None
+) -> Backend:
+    """The backend ``choice`` names, on the model in ``model_dir``. The native engine writes
+    the model's engine bundle on first use."""
+    if choice.backend == "wasm":
+        try:  # built by the engine's wasm target; absent from some installations
+            wasm = importlib.import_module(".wasm", __package__)
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"backend 'wasm' is not available in this installation ({exc}); "
+                "it needs the engine's .wasm build and `pip install wasmtime`. "
+                "Use backend='onnx' meanwhile"
+            ) from None
+        bundle = bundle_path(model_dir, manifest)
+        backend: Backend = wasm.WasmBackend(bundle, threads=threads)
+        return backend
+    if choice.backend == "native":
+        from .native import NativeBackend
+
+        try:
+            bundle = bundle_path(model_dir, manifest)
+        except BackendUnavailable:  # the first use: write the engine bundle once
+            from ..export import export_bundle
+
+            _, bundle = export_bundle(manifest.name)
+        return NativeBackend(bundle, threads=threads)
+    from .onnx import OnnxBackend
+
+    path = manifest.variant_path(model_dir, choice.variant)
+    return OnnxBackend(path, device=choice.device, threads=threads)
+
+
+def bundle_path(model_dir: Path, manifest: Manifest) -> Path:
+    """The engine bundle (.emb) of an exported model directory: the manifest's, else any."""
+    for entry in manifest.bundles.values():
+        f = entry.get("file") if isinstance(entry, dict) else None
+        if f and (model_dir / str(f)).is_file():
+            return model_dir / str(f)
+    candidates = sorted(model_dir.glob("*.emb"))
+    if candidates:
+        return candidates[0]
+    raise BackendUnavailable(
+        f"{model_dir} has no engine bundle (.emb) for backend 'wasm'; "
+        f"run `embed bundle {manifest.name}` first"
+    )
