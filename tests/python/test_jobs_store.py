@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from edgembed.errors import Overloaded
-from edgembed.jobs.store import JobConflict, JobStore
+from edgembed.errors import JobConflict, Overloaded
+from edgembed.jobs.store import JobStore
 from edgembed.jobs.worker import Answer, JobWorker, validate_lines
 
 

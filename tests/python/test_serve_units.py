@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +14,16 @@ import edgembed.errors as core_errors
 from edgembed.errors import (
     BackendUnavailable,
     BatcherClosed,
+    CheckpointCorrupt,
+    CheckpointMismatch,
     DeadlineExceeded,
     EdgembedError,
     EngineError,
     InputError,
     InputTooLong,
+    JobConflict,
+    JobError,
+    JobLocked,
     ModelNotFound,
     Overloaded,
 )
@@ -85,6 +91,38 @@ def test_every_error_class_has_one_status() -> None:
     for cls in classes:
         assert 400 <= http_error(cls("x")).status <= 599, cls
     assert http_error(ValueError("x")).status == 500
+
+
+def test_the_tree_is_drawn_whole_with_each_status() -> None:
+    """errors.py's docstring draws every class under its base, with the status the server's
+    table gives it, and the table has a row of its own for every class."""
+    classes = {name: getattr(core_errors, name) for name in core_errors.__all__}
+    assert set(ERRORS) == set(classes.values())
+    drawn: dict[str, tuple[int, int]] = {}  # name -> (depth, status)
+    parents: list[str] = []
+    for line in (core_errors.__doc__ or "").splitlines():
+        m = re.match(r"^    ((?:[│ ]   )*)(?:[├└]── )?([A-Z]\w+)\b.*?(\d{3})?$", line)
+        if not m or m.group(2) not in classes:
+            continue
+        depth = len(m.group(1)) // 4 + (1 if "──" in line else 0)
+        name = m.group(2)
+        del parents[depth:]
+        if depth:
+            assert classes[name].__bases__[0] is classes[parents[depth - 1]], name
+        parents.append(name)
+        assert m.group(3) is not None, f"{name} is drawn without its status"
+        drawn[name] = (depth, int(m.group(3)))
+    assert set(drawn) == set(classes)
+    for name, (_, status) in drawn.items():
+        assert ERRORS[classes[name]].status == status, name
+
+
+def test_every_job_error_has_its_own_status_not_500() -> None:
+    assert http_error(JobConflict("x")).status == 409
+    assert http_error(CheckpointMismatch("x")).status == 409
+    assert http_error(JobLocked("x")).status == 409
+    assert http_error(JobError("x")).status == 409
+    assert http_error(CheckpointCorrupt("x")).status == 500  # the server's files are damaged
 
 
 @pytest.mark.parametrize(("exc", "status"), [

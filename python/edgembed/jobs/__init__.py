@@ -21,7 +21,7 @@ how to use them.
 
 from __future__ import annotations
 
-from .errors import CheckpointCorrupt, CheckpointMismatch, JobError, JobLocked
+from ..errors import CheckpointCorrupt, CheckpointMismatch, JobError, JobLocked
 from .runner import BatchResult, run_batch
 from .spec import BatchSpec
 

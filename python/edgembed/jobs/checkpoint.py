@@ -32,9 +32,8 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import InputError
+from ..errors import CheckpointCorrupt, CheckpointMismatch, InputError, JobLocked
 from ..io.storage import sync_dir, write_durably
-from .errors import CheckpointCorrupt, CheckpointMismatch, JobLocked
 
 __all__ = ["FORMAT_VERSION", "JobManifest", "Part", "WorkDir"]
 

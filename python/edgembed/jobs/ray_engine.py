@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import JobError
 from ..io.progress import ProgressBar
 from ..io.readers import RowReader
 from ..io.storage import Location
 from .checkpoint import JobManifest, Part, WorkDir, _arrow_bytes
 from .chunks import digest_rows, embed_rows
-from .errors import JobError
 
 if TYPE_CHECKING:
     from .spec import BatchSpec

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
+from ..errors import CheckpointMismatch, InputError, JobError
 from ..io.formats import output_format
 from ..io.progress import ProgressBar
 from ..io.readers import RowReader
@@ -33,7 +33,6 @@ from ..io.writers import VectorWriter
 from ..output.arrays import output_layout
 from .checkpoint import FORMAT_VERSION, JobManifest, Part, WorkDir, iter_parts, stamp
 from .chunks import Chunk, chunks_of, embed_rows
-from .errors import CheckpointMismatch, JobError
 from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 
 if TYPE_CHECKING:

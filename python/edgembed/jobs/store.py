@@ -31,13 +31,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import JobError
+from ..errors import JobConflict, JobError
 
 __all__ = [
     "ACTIVE",
     "BatchRecord",
     "FileRecord",
-    "JobConflict",
     "JobStore",
 ]
 
@@ -85,11 +84,6 @@ CREATE TABLE IF NOT EXISTS batches (
 CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
 CREATE INDEX IF NOT EXISTS batches_status ON batches (status, seq);
 """
-
-
-class JobConflict(JobError):
-    """The request conflicts with a batch's state (cancel a finished batch, delete a file a
-    running batch reads)."""
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,9 @@ shape::
                        "code": "limit_exceeded"}}
     TEI     {"error": "...", "error_type": "validation"}
 
-The server's own errors extend edgembed's tree (``edgembed.errors``)::
-
-    InputError
-    ├── LimitExceeded         a request over a server limit (inputs, characters, body)   413
-    ├── InvalidJSON           the body is not JSON                                       400
-    └── NotJSON               the body is not declared as JSON (Content-Type)            415
-    EdgembedError
-    └── AuthenticationFailed  no API key, or not a known one                             401
+Every class of edgembed's one tree (``edgembed.errors``, drawn there with its status) has its
+own row, the server's own errors (LimitExceeded, InvalidJSON, NotJSON, AuthenticationFailed)
+and the jobs' included, so no route maps an error to a status by hand.
 """
 
 from __future__ import annotations
@@ -25,18 +20,31 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import (
+    AuthenticationFailed,
     BackendUnavailable,
     BatcherClosed,
     BatcherError,
     BundleError,
+    CheckpointCorrupt,
+    CheckpointMismatch,
+    ChecksumMismatch,
     DeadlineExceeded,
     EdgembedError,
     EngineError,
     InputError,
     InputTooLong,
+    InvalidJSON,
+    InvalidModelDir,
+    JobConflict,
+    JobError,
+    JobLocked,
+    LimitExceeded,
     ModelError,
     ModelNotFound,
+    NotJSON,
     Overloaded,
+    SourceUnavailable,
+    UnsupportedArchitecture,
 )
 
 __all__ = [
@@ -58,28 +66,6 @@ __all__ = [
 Family = Literal["openai", "tei"]
 
 
-class LimitExceeded(InputError):
-    """A request is over one of the server's limits; the message names the limit."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
-
-
-class InvalidJSON(InputError):
-    """The request body cannot be parsed as JSON."""
-
-
-class NotJSON(InputError):
-    """The request body is not declared as JSON. Bodies without ``Content-Type:
-    application/json`` are never parsed: browsers send such requests cross-site without a
-    CORS preflight."""
-
-
-class AuthenticationFailed(EdgembedError):
-    """No API key, or one the server does not know (the message never says which)."""
-
-
 @dataclass(frozen=True)
 class HttpError:
     """How one error class is answered: status, OpenAI ``type`` and ``code``, TEI ``error_type``."""
@@ -90,36 +76,53 @@ class HttpError:
     tei_type: str
 
 
-# The one table. Looked up along the exception's MRO, so the most specific class wins.
+def _client(status: int, code: str, tei: str = "validation") -> HttpError:
+    return HttpError(status, "invalid_request_error", code, tei)
+
+
+def _server(status: int, code: str, tei: str = "backend") -> HttpError:
+    return HttpError(status, "server_error", code, tei)
+
+
+# The one table: a row for every class of edgembed.errors, in the order of its tree. Looked up
+# along the exception's MRO, so a subclass defined elsewhere gets its nearest ancestor's row.
 ERRORS: dict[type[EdgembedError], HttpError] = {
-    InvalidJSON: HttpError(400, "invalid_request_error", "invalid_json", "validation"),
-    AuthenticationFailed: HttpError(401, "invalid_request_error", "invalid_api_key",
-                                    "unauthorized"),
-    ModelNotFound: HttpError(404, "invalid_request_error", "model_not_found", "validation"),
-    NotJSON: HttpError(415, "invalid_request_error", "unsupported_media_type", "validation"),
-    LimitExceeded: HttpError(413, "invalid_request_error", "limit_exceeded", "validation"),
-    InputTooLong: HttpError(413, "invalid_request_error", "input_too_long", "validation"),
-    InputError: HttpError(422, "invalid_request_error", "invalid_input", "validation"),
+    EdgembedError: _server(500, "internal_error"),
+    ModelError: _server(500, "model_error"),
+    ModelNotFound: _client(404, "model_not_found"),
+    SourceUnavailable: _server(503, "source_unavailable", "unhealthy"),
+    InvalidModelDir: _server(500, "invalid_model_dir"),
+    ChecksumMismatch: _server(500, "checksum_mismatch"),
+    UnsupportedArchitecture: _server(500, "unsupported_architecture"),
+    BackendUnavailable: _server(503, "backend_unavailable", "unhealthy"),
+    InputError: _client(422, "invalid_input"),
+    InputTooLong: _client(413, "input_too_long"),
+    LimitExceeded: _client(413, "limit_exceeded"),
+    InvalidJSON: _client(400, "invalid_json"),
+    NotJSON: _client(415, "unsupported_media_type"),
+    BundleError: _server(500, "bundle_error"),
+    EngineError: _server(500, "engine_error"),
+    BatcherError: _server(503, "batcher_error"),
     Overloaded: HttpError(429, "rate_limit_error", "overloaded", "overloaded"),
-    BatcherClosed: HttpError(503, "server_error", "shutting_down", "unhealthy"),
-    BackendUnavailable: HttpError(503, "server_error", "backend_unavailable", "unhealthy"),
-    BatcherError: HttpError(503, "server_error", "batcher_error", "backend"),
     DeadlineExceeded: HttpError(504, "timeout_error", "deadline_exceeded", "backend"),
-    ModelError: HttpError(500, "server_error", "model_error", "backend"),
-    BundleError: HttpError(500, "server_error", "bundle_error", "backend"),
-    EngineError: HttpError(500, "server_error", "engine_error", "backend"),
-    EdgembedError: HttpError(500, "server_error", "internal_error", "backend"),
+    BatcherClosed: _server(503, "shutting_down", "unhealthy"),
+    JobError: _client(409, "job_error"),
+    CheckpointMismatch: _client(409, "checkpoint_mismatch"),
+    CheckpointCorrupt: _server(500, "checkpoint_corrupt"),
+    JobLocked: _client(409, "job_locked"),
+    JobConflict: _client(409, "conflict"),
+    AuthenticationFailed: _client(401, "invalid_api_key", "unauthorized"),
 }
 
 # Statuses raised by the framework itself (unknown route, wrong method, schema violations).
 _BY_STATUS: dict[int, HttpError] = {
     400: ERRORS[InvalidJSON],
-    404: HttpError(404, "invalid_request_error", "not_found", "validation"),
-    405: HttpError(405, "invalid_request_error", "method_not_allowed", "validation"),
+    404: _client(404, "not_found"),
+    405: _client(405, "method_not_allowed"),
     413: ERRORS[LimitExceeded],
-    422: HttpError(422, "invalid_request_error", "invalid_request", "validation"),
+    422: _client(422, "invalid_request"),
 }
-_INTERNAL = HttpError(500, "server_error", "internal_error", "backend")
+_INTERNAL = ERRORS[EdgembedError]
 
 
 def http_error(exc: BaseException) -> HttpError:

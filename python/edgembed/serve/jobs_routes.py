@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from ..errors import BatcherClosed, EdgembedError, InputError, ModelNotFound, Overloaded
-from ..jobs.store import BatchRecord, FileRecord, JobConflict, JobStore
+from ..jobs.store import BatchRecord, FileRecord, JobStore
 from ..jobs.worker import Answer, JobWorker
 from .app import ServerState
 from .errors import LimitExceeded, error_body, http_error, status_error
@@ -201,10 +201,7 @@ class JobService:
 
         @app.delete("/v1/files/{file_id}", tags=tags, summary="Delete a file")
         async def delete_file(request: Request, file_id: str) -> JSONResponse:
-            try:
-                found = store.delete_file(self.owner(request), file_id)
-            except JobConflict as exc:
-                raise HTTPException(409, str(exc)) from None
+            found = store.delete_file(self.owner(request), file_id)  # JobConflict: 409
             if not found:
                 raise _not_found("file", file_id)
             return JSONResponse({"id": file_id, "object": "file", "deleted": True})
@@ -240,10 +237,7 @@ class JobService:
 
         @app.post("/v1/batches/{batch_id}/cancel", tags=tags, summary="Cancel a batch")
         async def cancel_batch(request: Request, batch_id: str) -> JSONResponse:
-            try:
-                batch = store.request_cancel(self.owner(request), batch_id)
-            except JobConflict as exc:
-                raise HTTPException(409, str(exc)) from None
+            batch = store.request_cancel(self.owner(request), batch_id)  # JobConflict: 409
             if batch is None:
                 raise _not_found("batch", batch_id)
             self.worker.notify()
