@@ -7,14 +7,18 @@
 #   Chromium (Debian, driven by npm playwright-core) tests/js/browser.test.mjs
 #   workerd (npm)                                    tests/js/workerd.test.mjs
 #   examples/cloudflare-worker (workerd), examples/deno  tests/js/examples.test.mjs
-#   wasmtime (Python)                                tests/js/wasmtime_vectors.py
+#   wasmtime and the native engine (Python)          tests/js/python_vectors.py
+#   Pyodide (npm pyodide under Node)                 tests/pyodide/vectors.mjs
 #   then: bit-identical vectors across all of them   tests/js/cross_runtime.test.mjs
+#         (the reference corpus with all-minilm-l6-v2; a short text list with one bundle per
+#         architecture, build/js/cross_host.json)
 #         npm pack, install, import from each host   tests/js/pack.test.mjs
 #
 # Installs what it needs, idempotently, from the npm registry, PyPI and apt only: js/'s
-# devDependencies, the hosts pinned in tests/js/hosts/package-lock.json, wasmtime into .venv when
-# it is missing, Debian's chromium (as root). The model bundle is written by the Python exporter
-# into build/js/ (tests/fixtures/write_bundles.py). Needs ./build.sh wasm and js/build.sh.
+# devDependencies, the hosts pinned in tests/js/hosts/package-lock.json and tests/pyodide's
+# Pyodide, wasmtime into .venv when it is missing, Debian's chromium (as root); builds the native
+# engine when it is missing. The bundles are written by the Python exporter into build/js/
+# (tests/fixtures/write_bundles.py). Needs ./build.sh wasm and js/build.sh.
 # `js/test.sh --setup` stops after the installs and the bundle.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,9 +45,14 @@ if ! command -v chromium >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null ||
     { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null; }
 fi
-# Python's wasmtime backend is the seventh host of the cross-runtime check
+# Python's wasmtime backend, the native engine and Pyodide are hosts of the cross-runtime check
 "$PY" -c "import wasmtime" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check wasmtime
-# the bundle, rewritten when the exporter changed (the C tests share it)
+[[ -f build/native/libedgembed.so ]] || bash runtime/build.sh native >/dev/null
+if [[ ! -f tests/pyodide/node_modules/pyodide/package.json ]] ||
+    [[ tests/pyodide/package-lock.json -nt tests/pyodide/node_modules/.package-lock.json ]]; then
+  (cd tests/pyodide && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# the bundles and build/js/cross_host.json, rewritten when the exporter changed (the C tests share them)
 "$PY" tests/fixtures/write_bundles.py --out "$(dirname "$BUNDLE")" >/dev/null
 [[ "${1:-}" == "--setup" ]] && exit 0  # installs and bundle only (./build.sh bench)
 
@@ -65,7 +74,8 @@ run "Bun" "$BIN/.bin/bun" test --timeout 180000 "${UNIT[@]/#/./}"
 run "Chromium" node --test --test-reporter=spec tests/js/browser.test.mjs
 run "workerd" node --test --test-reporter=spec tests/js/workerd.test.mjs
 run "examples" node --test --test-reporter=spec tests/js/examples.test.mjs
-run "wasmtime" "$PY" tests/js/wasmtime_vectors.py "$BUNDLE"
+run "wasmtime, native" "$PY" tests/js/python_vectors.py "$BUNDLE"
+run "Pyodide" node tests/pyodide/vectors.mjs
 run "cross-runtime" node --test --test-reporter=spec tests/js/cross_runtime.test.mjs
 run "npm pack" node --test --test-reporter=spec tests/js/pack.test.mjs
 

@@ -4,8 +4,9 @@
 #   native         (the default) build/native/libedgembed.so, test_engine, test_native, embcli
 #   asan           build/native-asan/test_engine, test_native with -fsanitize=address,undefined
 #   test [BUNDLE]  native + asan, then runs the test binaries; the real-model checks get BUNDLE (a
-#                  .emb) or the all-MiniLM-L6-v2 bundle and vocab.txt that Python's exporter writes
-#                  (tests/fixtures/write_bundles.py; skipped, saying why, without edgembed installed)
+#                  .emb), or every cross-host bundle (one per architecture) and all-MiniLM-L6-v2's
+#                  vocab.txt, written by Python's exporter (tests/fixtures/write_bundles.py;
+#                  skipped, saying why, without edgembed installed)
 #   tsan           build/native-tsan/test_native, test_engine with -fsanitize=thread, run (the pool)
 #   cross [ARCH..] build/native-<arch>/libedgembed.so with zig's clang for Linux x86_64 and aarch64
 #                  (glibc 2.17 and later: the manylinux2014 baseline); default both
@@ -75,10 +76,10 @@ tsan() {
   done
 }
 
-# real_model [BUNDLE]: sets BUNDLE and VOCAB for the real-model checks (BUNDLE given: no VOCAB)
+# real_model [BUNDLE]: sets BUNDLES and VOCAB for the real-model checks (BUNDLE given: no VOCAB)
 real_model() {
-  BUNDLE="${1:-}" VOCAB=""
-  [ -n "$BUNDLE" ] && return
+  BUNDLES=() VOCAB=""
+  if [ -n "${1:-}" ]; then BUNDLES=("$1"); return; fi
   if ! "$PYTHON" -c "import edgembed" 2>/dev/null; then
     echo "runtime/build.sh test: the real-model checks are skipped: $PYTHON cannot import edgembed" \
       "(run ./build.sh setup)"
@@ -86,14 +87,19 @@ real_model() {
   fi
   local paths
   paths="$("$PYTHON" tests/fixtures/write_bundles.py --vocab)"  # fails the verb when it fails
-  BUNDLE="$(sed -n 1p <<<"$paths")" VOCAB="$(sed -n 2p <<<"$paths")"
+  VOCAB="$(sed -n 1p <<<"$paths")"
+  mapfile -t BUNDLES < <(sed 1d <<<"$paths")
 }
 
 test_() {
   native
   asan
   real_model "${1:-}"
-  ./build/native/test_engine ${BUNDLE:+"$BUNDLE"}
+  if [ ${#BUNDLES[@]} -eq 0 ]; then ./build/native/test_engine; fi
+  for bundle in "${BUNDLES[@]}"; do
+    echo "== test_engine $bundle"
+    ./build/native/test_engine "$bundle"
+  done
   ./build/native/test_tokenizer ${VOCAB:+"$VOCAB"}
   ./build/native/test_native
   echo "== under ASan/UBSan (without the real bundle: too slow there)"

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { ROOT, VECTORS_DIR, cosine, reference } from "./helpers.mjs";
+import { ROOT, VECTORS_DIR, cosine, crossHostCases, reference } from "./helpers.mjs";
 import { CHROMIUM, PLAYWRIGHT } from "./hosts.mjs";
 import { serve } from "./server.mjs";
 
@@ -76,6 +76,22 @@ test("the package in a cross-origin-isolated page", { timeout: 240000 }, async (
   fs.mkdirSync(VECTORS_DIR, { recursive: true });
   fs.writeFileSync(path.join(VECTORS_DIR, "chromium.normalized.f32"), Buffer.from(out.normalized, "base64"));
   fs.writeFileSync(path.join(VECTORS_DIR, "chromium.raw.f32"), Buffer.from(out.raw, "base64"));
+  await page.close();
+});
+
+test("every architecture's bundle in the page (cross-host vectors)", { timeout: 240000 }, async () => {
+  const manifest = crossHostCases();
+  const page = await open(`${site.url}/tests/js/browser/index.html`);
+  await page.waitForFunction(() => document.querySelector("#status")?.textContent === "ready");
+  const out = await page.evaluate((m) => window.runCases(m), manifest);
+  assert.deepEqual(problems, []);
+  fs.mkdirSync(VECTORS_DIR, { recursive: true });
+  for (const c of manifest.cases) {
+    assert.equal(out[c.name].name, c.name);
+    for (const kind of ["raw", "normalized"]) {
+      fs.writeFileSync(path.join(VECTORS_DIR, `chromium.${c.name}.${kind}.f32`), Buffer.from(out[c.name][kind], "base64"));
+    }
+  }
   await page.close();
 });
 

@@ -1,14 +1,20 @@
-// The SIMD128 build gives bit-identical vectors in every host. Each host's suite wrote its
-// corpus vectors to build/js/vectors/ (js/test.sh runs them all first): raw pooled vectors from
-// Node 20, Node 22, Deno, Bun, Chromium, workerd and Python's wasmtime backend
-// (tests/js/wasmtime_vectors.py); engine-normalized vectors from the six JavaScript hosts.
+// The engine gives bit-identical vectors in every host. Each host's suite wrote its vectors to
+// build/js/vectors/ (js/test.sh runs them all first):
+//   the reference corpus through all-minilm-l6-v2: raw pooled vectors from Node 20, Node 22,
+//     Deno, Bun, Chromium, workerd and Python's wasmtime backend; normalized ones from the six
+//     JavaScript hosts;
+//   every case of build/js/cross_host.json (one bundle per architecture, one short text list):
+//     raw vectors from the six JavaScript hosts, wasmtime and the native engine
+//     (tests/js/python_vectors.py) and Pyodide (tests/pyodide/vectors.mjs); normalized ones from
+//     the JavaScript hosts.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { VECTORS_DIR, readJson, reference } from "./helpers.mjs";
+import { VECTORS_DIR, crossHostCases, readJson, reference } from "./helpers.mjs";
 
 const JS_HOSTS = ["node20", "node22", "deno", "bun", "chromium", "workerd"];
+const ENGINE_HOSTS = [...JS_HOSTS, "wasmtime", "native", "pyodide"];
 
 function read(name) {
   const file = path.join(VECTORS_DIR, name);
@@ -35,3 +41,30 @@ test("normalized vectors are bit-identical across the JavaScript hosts", () => {
     assert.ok(read(`${host}.normalized.f32`).equals(want), `${host} differs from node20`);
   }
 });
+
+/** Where two hosts' vector files first differ, by byte and vector. */
+function firstDifference(got, want, rowBytes) {
+  if (got.length !== want.length) return `${got.length} bytes instead of ${want.length}`;
+  const byte = got.findIndex((b, i) => b !== want[i]);
+  return `first differing byte ${byte}, in vector ${Math.floor(byte / rowBytes)}`;
+}
+
+const { texts, cases } = crossHostCases();
+for (const c of cases) {
+  test(`${c.name}: raw vectors are bit-identical across ${ENGINE_HOSTS.join(", ")}`, () => {
+    const want = read(`node20.${c.name}.raw.f32`);
+    assert.ok(want.length > 0 && want.length % texts.length === 0, "one vector per text");
+    for (const host of ENGINE_HOSTS.slice(1)) {
+      const got = read(`${host}.${c.name}.raw.f32`);
+      assert.ok(got.equals(want), `${host} differs from node20: ${firstDifference(got, want, want.length / texts.length)}`);
+    }
+  });
+
+  test(`${c.name}: normalized vectors are bit-identical across the JavaScript hosts`, () => {
+    const want = read(`node20.${c.name}.normalized.f32`);
+    for (const host of JS_HOSTS.slice(1)) {
+      const got = read(`${host}.${c.name}.normalized.f32`);
+      assert.ok(got.equals(want), `${host} differs from node20: ${firstDifference(got, want, want.length / texts.length)}`);
+    }
+  });
+}

@@ -18,6 +18,16 @@ export const BUNDLE = process.env.EDGEMBED_TEST_BUNDLE ?? path.join(ROOT, "build
 
 export const VECTORS_DIR = process.env.EDGEMBED_VECTORS_DIR ?? path.join(ROOT, "build/js/vectors");
 
+/**
+ * build/js/cross_host.json (tests/fixtures/write_bundles.py): one bundle per architecture and the
+ * short text list every host embeds with each, for the cross-runtime check.
+ */
+export function crossHostCases() {
+  const file = path.join(ROOT, "build/js/cross_host.json");
+  if (!fs.existsSync(file)) throw new Error(`${file} is missing: js/test.sh writes it (tests/fixtures/write_bundles.py)`);
+  return JSON.parse(fs.readFileSync(file, "utf8"));
+}
+
 export function readJson(rel) {
   return JSON.parse(fs.readFileSync(path.join(ROOT, rel), "utf8"));
 }

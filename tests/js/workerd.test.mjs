@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { ROOT, VECTORS_DIR, cosine, packVectors, reference } from "./helpers.mjs";
+import { ROOT, VECTORS_DIR, cosine, crossHostCases, packVectors, reference } from "./helpers.mjs";
 import { WORKERD, freePort, start, waitFor } from "./hosts.mjs";
 
 let base;
@@ -70,4 +70,22 @@ test("bad input is answered with the package's error", async () => {
   const { status, json } = await embed("/embed", { texts: [1, 2] });
   assert.equal(status, 400);
   assert.match(json.error, /^InputError: texts\[0\] is number/);
+});
+
+test("every architecture's bundle in the Worker (cross-host vectors)", async () => {
+  const { texts, cases } = crossHostCases();
+  fs.mkdirSync(VECTORS_DIR, { recursive: true });
+  for (const c of cases) {
+    const form = new FormData();
+    form.set("bundle", new Blob([fs.readFileSync(path.join(ROOT, c.bundle))]));
+    form.set("texts", JSON.stringify(texts));
+    const res = await fetch(`${base}/case`, { method: "POST", body: form });
+    const json = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(json).slice(0, 300));
+    assert.equal(json.name, c.name);
+    assert.equal(json.variant, "simd128");
+    for (const kind of ["raw", "normalized"]) {
+      fs.writeFileSync(path.join(VECTORS_DIR, `workerd.${c.name}.${kind}.f32`), Buffer.from(json[kind], "base64"));
+    }
+  }
 });

@@ -74,4 +74,19 @@ window.runSuite = async () => {
   return out;
 };
 
+/** The cross-host cases (build/js/cross_host.json): each bundle's raw and normalized vectors of the texts, base64. */
+window.runCases = async (manifest) => {
+  const out = {};
+  for (const c of manifest.cases) {
+    const e = await edgembed.Embedder.load(`/${c.bundle}`, { variant: "simd128", cache: false });
+    out[c.name] = {
+      name: e.name,
+      raw: base64(pack(await e.embed(manifest.texts, { normalize: false }))),
+      normalized: base64(pack(await e.embed(manifest.texts))),
+    };
+    e.dispose();
+  }
+  return out;
+};
+
 document.querySelector("#status").textContent = "ready";

@@ -13,7 +13,8 @@ export default {
   async fetch(request) {
     const url = new URL(request.url);
     if (url.pathname === "/env") return Response.json(env);
-    if (request.method !== "POST") return new Response("POST /embed or /pool", { status: 405 });
+    if (request.method !== "POST") return new Response("POST /embed, /pool or /case", { status: 405 });
+    if (url.pathname === "/case") return embedCase(await request.formData());
     let body;
     try {
       body = await request.json();
@@ -46,3 +47,35 @@ export default {
     return new Response("not found", { status: 404 });
   },
 };
+
+// A cross-host case (build/js/cross_host.json): the form's bundle and texts, embedded raw and
+// normalized with the SIMD128 build; the vectors as little-endian float32, base64.
+async function embedCase(form) {
+  try {
+    const bytes = new Uint8Array(await form.get("bundle").arrayBuffer());
+    const texts = JSON.parse(form.get("texts"));
+    const e = await Embedder.load(bytes, { engineModule: simd128 });
+    try {
+      const raw = await e.embed(texts, { normalize: false });
+      const normalized = await e.embed(texts);
+      return Response.json({ name: e.name, variant: e.variant, raw: base64(pack(raw)), normalized: base64(pack(normalized)) });
+    } finally {
+      e.dispose();
+    }
+  } catch (e) {
+    return Response.json({ error: `${e.name}: ${e.message}` }, { status: 500 });
+  }
+}
+
+function pack(vectors) {
+  const dim = vectors[0].length;
+  const out = new Float32Array(vectors.length * dim);
+  vectors.forEach((v, i) => out.set(v, i * dim));
+  return new Uint8Array(out.buffer);
+}
+
+function base64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}

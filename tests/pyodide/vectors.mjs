@@ -1,0 +1,36 @@
+// Raw vectors of every cross-host case (build/js/cross_host.json) from edgembed's wasm backend
+// inside Pyodide under Node (its js.WebAssembly host), for tests/js/cross_runtime.test.mjs.
+//
+//   node tests/pyodide/vectors.mjs
+//
+// Runs the package from the source tree (python/ and build/wasm/ mounted into Pyodide's file
+// system; tests/python/test_pyodide.py tests the installed wheel), offline, without numpy, and
+// writes build/js/vectors/pyodide.<case>.raw.f32 (little-endian float32, pooled, not normalized).
+// Needs `npm ci` in tests/pyodide (js/test.sh runs it), ./build.sh wasm and write_bundles.py.
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadPyodide } from "pyodide";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const pyodide = await loadPyodide({ stdout: (s) => console.log(s), stderr: (s) => console.error(s) });
+pyodide.mountNodeFS("/repo", ROOT);
+await pyodide.runPythonAsync(`
+import json, os, sys
+sys.path.insert(0, "/repo/python")
+os.environ["EDGEMBED_WASM_DIR"] = "/repo/build/wasm"
+from edgembed.backends.wasm import WasmBackend
+
+manifest = json.load(open("/repo/build/js/cross_host.json", encoding="utf-8"))
+os.makedirs("/repo/build/js/vectors", exist_ok=True)
+for case in manifest["cases"]:
+    backend = WasmBackend("/repo/" + case["bundle"], variant="simd128")
+    try:
+        rows = backend.encode_rows(backend.tokenize(manifest["texts"]))
+    finally:
+        backend.close()
+    out = f"/repo/build/js/vectors/pyodide.{case['name']}.raw.f32"
+    with open(out, "wb") as f:
+        for row in rows:
+            f.write(row.tobytes())  # wasm32 is little-endian
+    print(f"wrote {out[len('/repo/'):]} ({len(rows)} vectors of {backend.dim}, {sys.platform})")
+`);
