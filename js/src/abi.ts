@@ -33,7 +33,10 @@ export const BUNDLE_STATUSES: ReadonlySet<number> = new Set([
   Status.UNSUPPORTED,
 ]);
 
-/** emb_pooling, by the names the package uses. */
+/**
+ * emb_pooling, by the names the package uses: "model" (the bundle's own), then each mode as the
+ * bundle's "pooling" metadata and sentence-transformers spell it (POOLING_NAMES in _abi.py).
+ */
 export const POOLING = Object.freeze({
   model: 0,
   mean: 1,

@@ -4,7 +4,7 @@
  *   texts ─► (prefix) ─► engine: tokenize (normalizer, pre_tokenizer, wordpiece, post_processor)
  *         ─► encoder ─► pooling ─► L2 norm ─► (dimensions: cut, renormalize) ─► Float32Array per text
  */
-import type { Pooling } from "./abi.js";
+import { POOLING, type Pooling } from "./abi.js";
 import { EngineInstance, moduleImportsMemory, type ModelInfo } from "./bindings.js";
 import { chooseModule, type Variant } from "./modules.js";
 import { EngineSession } from "./session.js";
@@ -40,7 +40,7 @@ export interface EmbedOptions {
   dimensions?: number;
   /** Cut texts longer than the model's max length (default true); false throws InputTooLong. */
   truncate?: boolean;
-  /** Pooling: the bundle's own ("model", default), "mean" or "cls". */
+  /** Pooling: the bundle's own ("model", default), or a mode of sentence-transformers the engine runs ("mean", "cls"). */
   pooling?: Pooling;
 }
 
@@ -75,8 +75,8 @@ export function resolveEmbedOptions(options: EmbedOptions, dim: number): Resolve
   if (dimensions !== undefined && dimensions !== null && !(Number.isInteger(dimensions) && dimensions >= 1 && dimensions <= dim)) {
     throw new InputError(`dimensions must be an integer from 1 to ${dim}, not ${String(dimensions)}`);
   }
-  if (pooling !== "model" && pooling !== "mean" && pooling !== "cls") {
-    throw new InputError(`pooling must be "model", "mean" or "cls", not ${JSON.stringify(pooling)}`);
+  if (!Object.hasOwn(POOLING, pooling)) {
+    throw new InputError(`pooling must be one of ${Object.keys(POOLING).map((k) => JSON.stringify(k)).join(", ")}, not ${JSON.stringify(pooling)}`);
   }
   if (typeof prefix !== "string") throw new InputError("prefix must be a string");
   return { normalize: Boolean(normalize), prefix, dimensions: dimensions ?? null, truncate: Boolean(truncate), pooling };

@@ -18,6 +18,7 @@ import pytest
 from c_header import Header, parse, parse_wasm_exports
 from edgembed.backends import _abi
 from edgembed.export import bundle as bundle_writer
+from edgembed.model_dir import PoolingMode
 
 REPO = Path(__file__).resolve().parents[2]
 HEADER = REPO / "runtime" / "include" / "edgembed.h"
@@ -93,8 +94,17 @@ def test_status(header: Header, ts: TsAbi) -> None:
 def test_pooling(header: Header, ts: TsAbi) -> None:
     c = _enum(header, "emb_pooling", "EMB_POOLING_")
     assert {p.name: p.value for p in _abi.Pooling} == c, "edit Pooling in _abi.py"
-    assert {k.upper(): v for k, v in ts.pooling.items()} == c, "edit POOLING in js/src/abi.ts"
+    assert set(_abi.POOLING_NAMES) == set(_abi.Pooling) - {_abi.Pooling.MODEL}, (
+        "every pooling mode but MODEL needs its name in POOLING_NAMES (_abi.py)"
+    )
+    assert set(_abi.POOLING_NAMES.values()) <= {m.value for m in PoolingMode}, (
+        "POOLING_NAMES are sentence-transformers' names (model_dir.PoolingMode)"
+    )
+    names = {"model": 0, **{n: p.value for p, n in _abi.POOLING_NAMES.items()}}
+    assert ts.pooling == names, "edit POOLING in js/src/abi.ts (keys: POOLING_NAMES of _abi.py)"
     assert _abi.pooling_name(c["MEAN"]) == "mean" and _abi.pooling_name(c["CLS"]) == "cls"
+    with pytest.raises(ValueError, match="newer than the package"):
+        _abi.pooling_name(max(c.values()) + 1)
 
 
 def test_wasm_kernels(ts: TsAbi) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "FUNCTIONS",
     "MODEL_INFO",
     "NATIVE_POINTER_BYTES",
+    "POOLING_NAMES",
     "STRUCTS",
     "WASM_EXPORTS",
     "WASM_KERNELS",
@@ -78,9 +79,22 @@ class Pooling(IntEnum):
     CLS = 2
 
 
+# each pooling's name as the bundle's "pooling" metadata and sentence-transformers spell it
+POOLING_NAMES: Mapping[Pooling, str] = {
+    Pooling.MEAN: "mean",
+    Pooling.CLS: "cls",
+}
+
+
 def pooling_name(code: int) -> str:
-    """The name of a pooling a model reports ("mean", "cls"): ``emb_model_info.pooling``."""
-    return Pooling(code).name.lower()
+    """The name of the pooling a model reports (``emb_model_info.pooling``): "mean", "cls"."""
+    try:
+        return POOLING_NAMES[Pooling(code)]
+    except (ValueError, KeyError):
+        raise ValueError(
+            f"pooling code {code} from the engine is unknown to this edgembed; the engine "
+            "library or module is newer than the package"
+        ) from None
 
 
 # ── structs ─────────────────────────────────────────────────────────────────────────────────
