@@ -3,6 +3,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { packVectors } from "./vector_bytes.mjs";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -47,13 +48,7 @@ export function cosine(a, b) {
   return dot / Math.sqrt(na * nb);
 }
 
-/** Vectors as one little-endian float32 byte string (what the cross-runtime check compares). */
-export function packVectors(vectors) {
-  const dim = vectors[0].length;
-  const out = new Float32Array(vectors.length * dim);
-  vectors.forEach((v, i) => out.set(v, i * dim));
-  return new Uint8Array(out.buffer);
-}
+export { packVectors };
 
 /** Host name for vector files: node20, node22, deno, bun, chromium, workerd. */
 export function hostLabel() {

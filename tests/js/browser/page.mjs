@@ -1,21 +1,9 @@
 // The browser half of tests/js/browser.test.mjs: runs the package in this page (served
 // cross-origin isolated) and returns what the Node side checks. window.runSuite() is the entry.
 import * as edgembed from "/js/dist/index.js";
+import { base64, packVectors as pack } from "/tests/js/vector_bytes.mjs";
 
 const BUNDLE = "/build/js/all-minilm-l6-v2.emb";
-
-function pack(vectors) {
-  const dim = vectors[0].length;
-  const out = new Float32Array(vectors.length * dim);
-  vectors.forEach((v, i) => out.set(v, i * dim));
-  return new Uint8Array(out.buffer);
-}
-
-function base64(bytes) {
-  let s = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(s);
-}
 
 function same(a, b) {
   return a.length === b.length && a.every((x, i) => Object.is(x, b[i]));

@@ -13,6 +13,7 @@ const embedWorker :Workerd.Worker = (
   compatibilityDate = "2026-11-01",
   modules = [
     (name = "worker.mjs", esModule = embed "worker.mjs"),
+    (name = "vector_bytes.mjs", esModule = embed "../vector_bytes.mjs"),
     (name = "edgembed", esModule = embed "../../../js/dist/workerd.js"),
     (name = "index.js", esModule = embed "../../../js/dist/index.js"),
     (name = "env.js", esModule = embed "../../../js/dist/env.js"),

@@ -4,6 +4,7 @@
 import { AdaptiveBatcher, Embedder, EmbedderPool, env } from "edgembed";
 import simd128 from "edgembed/wasm/edgembed.wasm";
 import bundle from "all-minilm-l6-v2.emb";
+import { base64, packVectors as pack } from "vector_bytes.mjs";
 
 let auto; // the build the package picks (SIMD128 where the CPU is not known to be arm64)
 let relaxed; // the relaxed-SIMD build, after its probe
@@ -65,17 +66,4 @@ async function embedCase(form) {
   } catch (e) {
     return Response.json({ error: `${e.name}: ${e.message}` }, { status: 500 });
   }
-}
-
-function pack(vectors) {
-  const dim = vectors[0].length;
-  const out = new Float32Array(vectors.length * dim);
-  vectors.forEach((v, i) => out.set(v, i * dim));
-  return new Uint8Array(out.buffer);
-}
-
-function base64(bytes) {
-  let s = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(s);
 }
