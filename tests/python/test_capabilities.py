@@ -1,0 +1,161 @@
+"""What this build can run: the sets in edgembed.capabilities checked against the code that
+implements them, what `embed models` and export say about a model that waits, and a model
+whose tokenizer only the onnx backend runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgembed import (
+    BackendUnavailable,
+    Embedder,
+    InvalidModelDir,
+    UnsupportedArchitecture,
+    catalog,
+)
+from edgembed.capabilities import (
+    ENGINE_FAMILIES,
+    ENGINE_TOKENIZERS,
+    EXPORT_FAMILIES,
+    export_gaps,
+    gaps,
+)
+from edgembed.catalog import Family, Pooling, TokenizerKind, get_spec
+from edgembed.export import export_model
+from edgembed.export.tokenizer_tables import tokenizer_tables
+from edgembed.model_dir import SUPPORTED_MODEL_TYPES, read_model_dir
+from edgembed.sources import check_catalog_entry, pull, spec_from_hf_dir
+from tiny_model import write_tiny_bert
+
+
+def _tokenizer_json(kind: TokenizerKind) -> str:
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import BPE, Unigram, WordPiece
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    if kind is TokenizerKind.WORDPIECE:
+        tok = Tokenizer(WordPiece({w: i for i, w in enumerate([*specials, "a", "##b"])},
+                                  unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer()
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    elif kind is TokenizerKind.UNIGRAM:
+        tok = Tokenizer(Unigram([(w, 0.0) for w in [*specials, "▁a", "b"]], unk_id=1))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    else:
+        tok = Tokenizer(BPE({w: i for i, w in enumerate([*specials, "a", "b", "ab"])},
+                            [("a", "b")], unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return str(tok.to_str())
+
+
+@pytest.mark.parametrize("kind", list(TokenizerKind))
+def test_engine_tokenizers_are_what_the_bundle_writer_accepts(
+    kind: TokenizerKind, tmp_path: Path,
+) -> None:
+    (tmp_path / "tokenizer.json").write_text(_tokenizer_json(kind), encoding="utf-8")
+    if kind.value in ENGINE_TOKENIZERS:
+        meta, _, _ = tokenizer_tables(tmp_path)
+        assert meta["tokenizer"] == kind.value
+    else:
+        with pytest.raises(UnsupportedArchitecture):
+            tokenizer_tables(tmp_path)
+
+
+def test_export_families_are_what_the_reader_reads(tmp_path: Path) -> None:
+    assert {Family(t).value for t in SUPPORTED_MODEL_TYPES} == EXPORT_FAMILIES
+    d = write_tiny_bert(tmp_path / "m")
+    config = json.loads((d / "config.json").read_text())
+    config.update(model_type="gpt2", architectures=["GPT2LMHeadModel"])
+    (d / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsupportedArchitecture, match="supported: bert, distilbert, mpnet"):
+        spec_from_hf_dir(d)
+
+
+def test_engine_families_are_what_the_bundle_writer_accepts(
+    tmp_path: Path, mpnet_hf_dir: Path,
+) -> None:
+    from edgembed.export.bundle import write_bundle
+
+    assert {"bert"} == ENGINE_FAMILIES
+    info = write_bundle(write_tiny_bert(tmp_path / "m"), tmp_path / "m.emb", max_length=32)
+    assert info["size"] > 0
+    with pytest.raises(UnsupportedArchitecture, match="supports BERT encoders, not mpnet"):
+        write_bundle(mpnet_hf_dir, tmp_path / "mpnet.emb", max_length=384)
+
+
+def test_catalog_entries_agree_with_the_real_files(hf_model_dir: Path,
+                                                   mpnet_hf_dir: Path) -> None:
+    for name, d in (("all-minilm-l6-v2", hf_model_dir), ("all-mpnet-base-v2", mpnet_hf_dir)):
+        check_catalog_entry(get_spec(name), read_model_dir(d, name))
+    wrong = dataclasses.replace(get_spec("all-mpnet-base-v2"), max_seq_length=512,
+                                pooling=Pooling.CLS)
+    with pytest.raises(InvalidModelDir) as err:
+        check_catalog_entry(wrong, read_model_dir(mpnet_hf_dir, "all-mpnet-base-v2"))
+    assert str(err.value) == (
+        "the catalog entry of all-mpnet-base-v2 disagrees with its model files (max_seq_length: "
+        "catalog 512, files 384; pooling: catalog 'cls', files 'mean'); fix "
+        "models/catalog/all-mpnet-base-v2.json")
+
+
+def test_what_catalog_models_wait_for() -> None:
+    assert gaps(get_spec("all-minilm-l6-v2")) == ()
+    assert gaps(get_spec("bge-small-en-v1.5")) == ()
+    onnx_only = gaps(get_spec("paraphrase-multilingual-minilm-l12-v2"))
+    assert [g.engine_only for g in onnx_only] == [True]
+    assert "unigram tokenizer in the engine" in str(onnx_only[0])
+    e5 = [str(g) for g in gaps(get_spec("multilingual-e5-small"))]
+    assert e5 == ["xlm-roberta models in the engine (backend 'onnx' runs it now)",
+                  "the unigram tokenizer in the engine (backend 'onnx' runs it now)"]
+    assert export_gaps(get_spec("multilingual-e5-small")) == ()
+    assert export_gaps(get_spec("all-mpnet-base-v2")) == ()
+    assert "the rerank API" in str(export_gaps(get_spec("ms-marco-minilm-l6-v2"))[0])
+    assert "the sparse-embedding API" in str(export_gaps(get_spec("splade-tiny"))[0])
+
+
+def test_export_refuses_a_model_this_build_cannot_build(
+    fresh_home: Path, temp_catalog: Path, tmp_path: Path,
+) -> None:
+    """A catalog entry of a task without its API yet: its files pull, export says why not."""
+    d = write_tiny_bert(tmp_path / "m")
+    entry = json.loads((temp_catalog / "all-minilm-l6-v2.json").read_text())
+    entry.update(name="future-reranker", task="rerank", files={},
+                 sources=[{"kind": "hub", "repo_id": "x/y", "revision": "0" * 40}])
+    (temp_catalog / "future-reranker.json").write_text(json.dumps(entry))
+    catalog.catalog.cache_clear()
+    pull("future-reranker", from_dir=d)
+    with pytest.raises(UnsupportedArchitecture) as err:
+        export_model("future-reranker", variants="fp32")
+    assert str(err.value) == (
+        "future-reranker cannot be exported by this build: it waits for the rerank API (score "
+        "query-document pairs) (`embed models` shows what each catalog model waits for)")
+
+
+def test_a_tokenizer_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A BERT with a Unigram tokenizer (like paraphrase-multilingual-MiniLM): onnxruntime runs
+    it with Hugging Face tokenizers, the engine backends say they cannot and what to use."""
+    from edgembed.backends.native import native_available
+
+    monkeypatch.setenv("EDGEMBED_HOME", str(tmp_path / "home"))
+    d = write_tiny_bert(tmp_path / "unigram-bert", tokenizer="unigram")
+    onnx = Embedder.load(str(d), backend="onnx")
+    vectors = onnx.embed(["the quick brown fox", "hello world"])
+    assert vectors.shape == (2, 32)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, rtol=1e-5)
+    if native_available()[0]:
+        with pytest.raises(BackendUnavailable) as err:
+            Embedder.load(str(d), backend="native")
+        assert str(err.value) == ("backend 'native' runs the edgembed engine, which has no "
+                                  "unigram tokenizer yet (unigram-bert uses one); use "
+                                  "backend='onnx'")
+        auto = Embedder.load(str(d))
+        assert auto.backend == "onnx" and "no unigram tokenizer" in auto.backend_reason
+        np.testing.assert_array_equal(auto.embed(["hello world"]), onnx.embed(["hello world"]))
