@@ -337,8 +337,8 @@ def _source_kind(row: dict[str, Any]) -> str:
 
 def _status(row: dict[str, Any]) -> str:
     notes = []
-    if not row["runs_on"]:
-        notes.append("waits for " + "; ".join(w.split(" (")[0] for w in row["waits_for"]))
+    if not row["runs_on"]:  # what blocks it everywhere (not what only the engine lacks)
+        notes.append("waits for " + "; ".join(w.split(" (")[0] for w in row["blocked_by"]))
     elif "native" not in row["runs_on"]:
         notes.append("backend onnx only; the engine backends wait for "
                      + "; ".join(w.split(" (")[0] for w in row["waits_for"]))

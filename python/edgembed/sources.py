@@ -76,6 +76,7 @@ __all__ = [
     "parse_hub_id",
     "pull",
     "resolve",
+    "revision_differs",
     "sha256_file",
     "spec_from_description",
     "spec_from_hf_dir",
@@ -215,10 +216,13 @@ def check_catalog_entry(spec: ModelSpec, desc: ModelDescription) -> None:
     entry that says otherwise would describe another model than the one that runs."""
     if spec.name not in catalog():
         return
-    said: dict[str, object] = {"task": spec.task, "family": spec.family,
-                               "tokenizer": spec.tokenizer}
-    found: dict[str, object] = {"task": desc.task, "family": desc.encoder.family.value,
+    said: dict[str, object] = {"family": spec.family, "tokenizer": spec.tokenizer}
+    found: dict[str, object] = {"family": desc.encoder.family.value,
                                 "tokenizer": desc.tokenizer.kind.value}
+    # A plain checkpoint (no modules.json) states no task: the reader's "embedding" is its
+    # default, and a catalog entry may say more (SPLADE-tiny is a bare BertForMaskedLM).
+    if "modules.json" in desc.files or desc.task is not Task.EMBEDDING:
+        said["task"], found["task"] = spec.task, desc.task
     if spec.layers:
         said["layers"], found["layers"] = spec.layers, desc.encoder.num_layers
     if spec.task is Task.EMBEDDING:
@@ -567,6 +571,18 @@ def resolve(model: str | os.PathLike[str]) -> tuple[ModelSpec, Path | None]:
     return get_spec(text), None
 
 
+def revision_differs(model: str | os.PathLike[str]) -> bool:
+    """Whether ``model`` is a hub id ``ORG/NAME@REVISION`` asking for another revision than
+    the one in the cache (so the cached files and exports are not the ones asked for)."""
+    text = os.fspath(model)
+    hub = None if Path(text).expanduser().exists() else parse_hub_id(text)
+    if hub is None or hub[1] is None:
+        return False
+    spec, _ = resolve(text)
+    _, record = _previous(model_cache_dir(spec.name))
+    return bool(record) and hub[1] not in (record.get("revision"), record.get("commit"))
+
+
 def pull(
     model: str | os.PathLike[str],
     *,
@@ -738,6 +754,7 @@ def list_models() -> list[dict[str, Any]]:
             "pulled_commit": record.get("commit"),
             "needs_hub": spec.needs_hub, "hub_extra_installed": hub_installed,
             "waits_for": [str(g) for g in waits], "runs_on": runs,
+            "blocked_by": [str(g) for g in waits if not g.engine_only],
             "unverified": list(spec.unverified),
         }
 

@@ -81,13 +81,13 @@ def test_export_families_are_what_the_reader_reads(tmp_path: Path) -> None:
 def test_engine_families_are_what_the_bundle_writer_accepts(
     tmp_path: Path, mpnet_hf_dir: Path,
 ) -> None:
-    from edgembed.export.bundle import write_bundle
+    from edgembed.export.bundle import _engine_description, write_bundle
 
     assert {"bert"} == ENGINE_FAMILIES
     info = write_bundle(write_tiny_bert(tmp_path / "m"), tmp_path / "m.emb", max_length=32)
     assert info["size"] > 0
     with pytest.raises(UnsupportedArchitecture, match="supports BERT encoders, not mpnet"):
-        write_bundle(mpnet_hf_dir, tmp_path / "mpnet.emb", max_length=384)
+        _engine_description(mpnet_hf_dir)  # what the writer checks after the tokenizer
 
 
 def test_catalog_entries_agree_with_the_real_files(hf_model_dir: Path,
@@ -99,8 +99,8 @@ def test_catalog_entries_agree_with_the_real_files(hf_model_dir: Path,
     with pytest.raises(InvalidModelDir) as err:
         check_catalog_entry(wrong, read_model_dir(mpnet_hf_dir, "all-mpnet-base-v2"))
     assert str(err.value) == (
-        "the catalog entry of all-mpnet-base-v2 disagrees with its model files (max_seq_length: "
-        "catalog 512, files 384; pooling: catalog 'cls', files 'mean'); fix "
+        "the catalog entry of all-mpnet-base-v2 disagrees with its model files (pooling: "
+        "catalog 'cls', files 'mean'; max_seq_length: catalog 512, files 384); fix "
         "models/catalog/all-mpnet-base-v2.json")
 
 
@@ -159,3 +159,23 @@ def test_a_tokenizer_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
         auto = Embedder.load(str(d))
         assert auto.backend == "onnx" and "no unigram tokenizer" in auto.backend_reason
         np.testing.assert_array_equal(auto.embed(["hello world"]), onnx.embed(["hello world"]))
+
+
+def test_embed_models_says_what_each_entry_waits_for(
+    fresh_home: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from edgembed.cli import main
+
+    assert main(["models"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line}
+    assert lines["all-minilm-l6-v2"].endswith("wheel+hub   ready")
+    assert "backend onnx only; the engine backends wait for the unigram tokenizer in the " \
+           "engine" in lines["paraphrase-multilingual-minilm-l12-v2"]
+    assert lines["ms-marco-minilm-l6-v2"].endswith("waits for the rerank API; needs the hub")
+    assert main(["models", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
+    e5 = rows["multilingual-e5-small"]
+    assert e5["needs_hub"] and e5["runs_on"] == ["onnx"] and e5["blocked_by"] == []
+    assert e5["hub_repo"] == "intfloat/multilingual-e5-small" and not e5["pulled"]
+    assert e5["prompts"] == {"query": "query: ", "document": "passage: "}
+    assert rows["splade-tiny"]["runs_on"] == [] and not rows["splade-tiny"]["needs_hub"]

@@ -240,8 +240,9 @@ def test_changed_files_are_refused_and_updates_are_explicit(
         f"Hugging Face hub {REPO}@{new}")
     assert float(np.min(np.sum(moved * first, axis=1))) < 0.99  # another model now
 
-    # Asking for a revision pins it: the old commit again.
-    assert pull(f"{REPO}@{commit}").commit == commit
+    # Asking for a revision pins it: the old commit again, on load too.
+    np.testing.assert_array_equal(_vectors(f"{REPO}@{commit}"), first)
+    assert pull(REPO).commit == commit
 
 
 def test_a_hub_file_that_does_not_match_the_hubs_checksum_is_refused(
