@@ -293,9 +293,13 @@ def _is_commit(text: str) -> bool:
 
 
 def _version() -> str:
-    from . import __version__
+    """edgembed's version for the hub's user agent (from the installed distribution)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return __version__
+    try:
+        return version("edgembed")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree never installed
+        return "0"
 
 
 @dataclass(frozen=True)

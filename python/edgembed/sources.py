@@ -721,15 +721,13 @@ def list_models() -> list[dict[str, Any]]:
     import importlib.util
 
     from .capabilities import gaps
-    from .manifest import MANIFEST_NAME, Manifest
 
     hub_installed = importlib.util.find_spec("huggingface_hub") is not None
     models_dir = home() / "models"
 
-    def exported(d: Path) -> list[str]:
-        if (d / MANIFEST_NAME).is_file():
-            with contextlib.suppress(InvalidModelDir, ValueError, KeyError, TypeError):
-                return sorted(Manifest.load(d).variants)
+    def exported(d: Path) -> list[str]:  # the variants in the manifest, edgembed.json
+        with contextlib.suppress(InvalidModelDir, AttributeError):
+            return sorted(_read_json(d / "edgembed.json").get("variants") or {})
         return []
 
     def row(spec: ModelSpec, d: Path, in_catalog: bool) -> dict[str, Any]:
