@@ -186,7 +186,8 @@ def fetch(
             want_sha256 = getattr(lfs, "sha256", None) if lfs else None
             want_blob = None if lfs else getattr(s, "blob_id", None)
             for force in (False, True):  # a damaged copy in the hub cache is fetched again
-                local = Path(_download(hub, canonical, name, commit, ep, force))
+                local = Path(_download(hub, canonical, name, commit, ep, force,
+                                       etag=want_sha256 or want_blob))
                 if force:  # a new blob does not replace the snapshot's link to the old one
                     local = _blob(local, want_sha256 or want_blob) or local
                 got = sha256_of(local) if want_sha256 else None
@@ -224,15 +225,27 @@ def _remember_ref(repo_id: str, revision: str, commit: str) -> None:
         os.replace(tmp, ref)
 
 
-def _download(hub: Any, repo_id: str, name: str, commit: str, ep: str, force: bool) -> str:
-    try:
-        return str(hub.hf_hub_download(
-            repo_id, name, revision=commit, cache_dir=str(hub_cache_dir()), endpoint=ep,
-            etag_timeout=_timeout(), force_download=force, library_name="edgembed",
-            library_version=_version()))
-    except Exception as exc:
-        problem = _explain(exc, repo_id=repo_id, revision=commit, ep=ep, file=name)
-        raise SourceUnavailable(problem.text) from None
+def _download(hub: Any, repo_id: str, name: str, commit: str, ep: str, force: bool, *,
+              etag: str | None) -> str:
+    """One file by ``hf_hub_download``. A transfer that broke off and left a partial file in
+    the hub cache (huggingface_hub before 1.x keeps one, and resumes it with a Range request
+    on the next call) is taken up once more at once; newer versions retry by themselves."""
+    partial = None
+    if etag:
+        folder = _cache_folder(hub_cache_dir(), repo_id)
+        partial = folder / "blobs" / f"{etag}.incomplete" if folder is not None else None
+    for attempt in (1, 2):
+        try:
+            return str(hub.hf_hub_download(
+                repo_id, name, revision=commit, cache_dir=str(hub_cache_dir()), endpoint=ep,
+                etag_timeout=_timeout(), force_download=force, library_name="edgembed",
+                library_version=_version()))
+        except Exception as exc:
+            problem = _explain(exc, repo_id=repo_id, revision=commit, ep=ep, file=name)
+            if attempt == 1 and problem.broken and partial is not None and partial.is_file():
+                continue
+            raise SourceUnavailable(problem.text) from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _blob(snapshot_file: Path, etag: str | None) -> Path | None:
@@ -306,6 +319,7 @@ def _version() -> str:
 class _Problem:
     text: str
     network: bool = False  # the endpoint could not be reached at all
+    broken: bool = False  # a transfer broke off after it started
 
 
 def _names(exc: BaseException) -> set[str]:
@@ -354,11 +368,11 @@ def _explain(exc: BaseException, *, repo_id: str, revision: str, ep: str,
                 f"cannot reach {ep} ({_first_line(exc)}); check the network, set HF_ENDPOINT "
                 "to a mirror, or set HF_HUB_OFFLINE=1 to use only the hub cache", network=True)
         return _Problem(f"the download of {what} from {ep} stopped: the endpoint went away "
-                        f"({_first_line(exc)}); nothing was kept, run the same command again")
+                        f"({_first_line(exc)}); run the same command again", broken=True)
     if names & {"RemoteProtocolError", "ChunkedEncodingError", "ReadError",
                 "IncompleteRead"} or "Consistency check failed" in str(exc):
         return _Problem(f"the download of {what} from {ep} broke off ({_first_line(exc)}); "
-                        "nothing was kept, run the same command again")
+                        "run the same command again", broken=True)
     if status == 401:
         return _Problem(f"{ep} refused the token for {repo_id} (401: {_first_line(exc)}); "
                         "check HF_TOKEN")

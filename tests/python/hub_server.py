@@ -184,7 +184,7 @@ class LocalHub:
                     commit = hub._commit_for(self, repo, rev)
                     if commit is None:
                         return
-                    blobs = parse_qs(url.query).get("blobs") == ["true"]
+                    blobs = parse_qs(url.query).get("blobs", [""])[0].lower() == "true"
                     data = json.dumps(hub._info(repo, commit, blobs)).encode()
                     _reply(self, 200, {"Content-Type": "application/json"}, data, body=body)
                     return
