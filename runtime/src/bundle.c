@@ -128,6 +128,12 @@ static int dtype_of(emb_str s, emb_dtype *dt, size_t *elem) {
     } else if (str_eq(s, "U8")) {
         *dt = EMB_DTYPE_U8;
         *elem = 1;
+    } else if (str_eq(s, "I32")) {
+        *dt = EMB_DTYPE_I32;
+        *elem = 4;
+    } else if (str_eq(s, "F64")) {
+        *dt = EMB_DTYPE_F64;
+        *elem = 8;
     } else {
         return 0;
     }

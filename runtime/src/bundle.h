@@ -18,7 +18,9 @@
 #define EMB_BUNDLE_MAX_DIMS 4
 #define EMB_BUNDLE_MAX_HEADER ((uint64_t)64 << 20)
 
-typedef enum emb_dtype { EMB_DTYPE_F32 = 0, EMB_DTYPE_I8 = 1, EMB_DTYPE_U8 = 2 } emb_dtype;
+typedef enum emb_dtype {
+    EMB_DTYPE_F32 = 0, EMB_DTYPE_I8 = 1, EMB_DTYPE_U8 = 2, EMB_DTYPE_I32 = 3, EMB_DTYPE_F64 = 4,
+} emb_dtype;
 
 typedef struct emb_str {
     const char *ptr;  /* into the bundle; not NUL-terminated; JSON escapes left as they are */

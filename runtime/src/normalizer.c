@@ -15,6 +15,7 @@
  * built (emb_normalizer_order, called by the pre-tokenizer).
  * Character classes come from unicode_tables.h, which matches tokenizers' own Unicode data.
  */
+#include "platform.h"
 #include "tokenizer.h"
 #include "unicode_tables.h"
 
@@ -158,4 +159,433 @@ void emb_normalizer_order(uint32_t *chars, size_t run_start, size_t n) {
         i--;
     }
     chars[i] = c;
+}
+
+/* ==== Normalizer steps of the general pipeline (Unigram, BPE) ==================================
+ *
+ * Each step maps one array of emb_nchar to another. Where a character comes from is tracked as
+ * tokenizers' NormalizedString tracks it: a step is a list of transformations (char, change) —
+ * change 0: replaces the next input character (and takes its bytes), change 1: is inserted (and
+ * takes the bytes of the input character before it), change -k: replaces the next one and
+ * removes k more — applied by apply_changes. Reproducing the list exactly, quirks included,
+ * is what makes the offsets identical.
+ */
+
+typedef struct change_list {
+    uint32_t *cp;
+    int32_t *change;
+    size_t n, cap;
+} change_list;
+
+static void change_push(emb_scratch *sc, change_list *t, uint32_t cp, int32_t change) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        uint32_t *a = (uint32_t *)emb_alloc(cap * sizeof(uint32_t));
+        int32_t *b = (int32_t *)emb_alloc(cap * sizeof(int32_t));
+        if (!a || !b) {
+            emb_dealloc(a);
+            emb_dealloc(b);
+            sc->oom = 1;
+            return;
+        }
+        if (t->n) {
+            emb_memcpy(a, t->cp, t->n * sizeof(uint32_t));
+            emb_memcpy(b, t->change, t->n * sizeof(int32_t));
+        }
+        emb_dealloc(t->cp);
+        emb_dealloc(t->change);
+        t->cp = a;
+        t->change = b;
+        t->cap = cap;
+    }
+    t->cp[t->n] = cp;
+    t->change[t->n] = change;
+    t->n++;
+}
+
+static void change_free(change_list *t) {
+    emb_dealloc(t->cp);
+    emb_dealloc(t->change);
+}
+
+/* NormalizedString::transform_range over the whole text, skipping `initial` input characters. */
+static void apply_changes(emb_scratch *sc, const emb_nchars *in, const change_list *t, size_t initial,
+                          emb_nchars *out) {
+    size_t pos = initial;
+    for (size_t k = 0; k < t->n && !sc->oom; k++) {
+        uint32_t start = 0, end = 0;
+        if (t->change[k] > 0) {
+            if (pos > 0 && pos - 1 < in->n) {
+                start = in->v[pos - 1].start;
+                end = in->v[pos - 1].end;
+            }
+        } else {
+            if (pos < in->n) {
+                start = in->v[pos].start;
+                end = in->v[pos].end;
+            }
+            pos += 1 + (size_t)(-(int64_t)t->change[k]);
+        }
+        emb_nchars_push(sc, out, t->cp[k], start, end);
+    }
+}
+
+/* The "replace" helper of tokenizers' precompiled.rs: new characters for old_count old ones. */
+static void replace_chars(emb_scratch *sc, change_list *t, const uint8_t *repl, size_t repl_len, size_t old_count) {
+    size_t first = t->n, pos = 0;
+    while (pos < repl_len) change_push(sc, t, emb_utf8_next(repl, repl_len, &pos), 0);
+    if (sc->oom) return;
+    size_t new_count = t->n - first;
+    if (new_count > old_count) {
+        for (size_t k = 0; k < new_count - old_count; k++) t->change[t->n - 1 - k] = 1;
+    } else if (new_count < old_count && t->n > 0) {
+        t->change[t->n - 1] -= (int32_t)(old_count - new_count);   /* may be the previous character's */
+    }
+}
+
+/* ---- Precompiled: SentencePiece's charsmap ---------------------------------------------------
+ * The charsmap is a u32 trie size in bytes, a Darts-clone double-array trie of that size (u32
+ * units) mapping UTF-8 keys to offsets into the rest: NUL-terminated UTF-8 replacements. */
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+typedef struct charsmap {
+    const uint8_t *units;   /* n_units little-endian u32 */
+    size_t n_units;
+    const uint8_t *text;    /* replacements */
+    size_t text_len;
+} charsmap;
+
+static int charsmap_open(const uint8_t *data, size_t len, charsmap *cm) {
+    if (len < 4) return 0;
+    uint32_t trie = le32(data);
+    if (trie % 4 || trie > len - 4 || trie < 4) return 0;
+    cm->units = data + 4;
+    cm->n_units = trie / 4;
+    cm->text = data + 4 + trie;
+    cm->text_len = len - 4 - trie;
+    return 1;
+}
+
+int emb_charsmap_valid(const uint8_t *data, size_t len) {
+    charsmap cm;
+    if (!charsmap_open(data, len, &cm)) return 0;
+    size_t pos = 0;   /* the replacements must be valid UTF-8, as tokenizers requires */
+    while (pos < cm.text_len) {
+        size_t at = pos;
+        uint32_t cp = emb_utf8_next(cm.text, cm.text_len, &pos);
+        if (cp == 0xFFFD && !(pos - at == 3 && cm.text[at] == 0xEF && cm.text[at + 1] == 0xBF && cm.text[at + 2] == 0xBD)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Darts-clone's common prefix search, first (shortest) result: spm_precompiled's transform(). */
+static int charsmap_first(const charsmap *cm, const uint8_t *key, size_t len, const uint8_t **repl, size_t *repl_len) {
+    size_t node = 0;
+    uint32_t unit = le32(cm->units);
+#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+#define DA_LABEL(u) ((u) & ((1u << 31) | 0xFFu))
+#define DA_HAS_LEAF(u) (((u) >> 8) & 1u)
+#define DA_VALUE(u) ((u) & ((1u << 31) - 1u))
+    node ^= DA_OFFSET(unit);
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = key[i];
+        if (c == 0) break;
+        node ^= c;
+        if (node >= cm->n_units) return 0;
+        unit = le32(cm->units + 4 * node);
+        if (DA_LABEL(unit) != c) return 0;
+        node ^= DA_OFFSET(unit);
+        if (DA_HAS_LEAF(unit)) {
+            if (node >= cm->n_units) return 0;
+            size_t at = DA_VALUE(le32(cm->units + 4 * node));
+            if (at > cm->text_len) return 0;
+            size_t end = at;
+            while (end < cm->text_len && cm->text[end]) end++;
+            *repl = cm->text + at;
+            *repl_len = end - at;
+            return 1;
+        }
+    }
+    return 0;
+#undef DA_OFFSET
+#undef DA_LABEL
+#undef DA_HAS_LEAF
+#undef DA_VALUE
+}
+
+static void run_precompiled(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    charsmap cm;
+    if (!charsmap_open(step->data, step->data_len, &cm)) return;   /* checked at init */
+    change_list t = {NULL, NULL, 0, 0};
+    size_t i = 0;
+    /* As tokenizers: each extended grapheme cluster shorter than 6 bytes is looked up whole (its
+       shortest prefix in the trie replaces all of it); otherwise each character on its own. */
+    while (i < in->n && !sc->oom) {
+        size_t j = emb_grapheme_end(in->v, in->n, i);
+        uint8_t key[8];
+        size_t key_len = 0;
+        int small = 1;
+        for (size_t k = i; k < j; k++) {
+            uint8_t b[4];
+            size_t l = emb_utf8_encode(in->v[k].cp, b);
+            if (key_len + l >= 6) {
+                small = 0;
+                break;
+            }
+            emb_memcpy(key + key_len, b, l);
+            key_len += l;
+        }
+        const uint8_t *repl;
+        size_t repl_len;
+        if (small && charsmap_first(&cm, key, key_len, &repl, &repl_len)) {
+            replace_chars(sc, &t, repl, repl_len, j - i);
+        } else {
+            for (size_t k = i; k < j; k++) {
+                size_t l = emb_utf8_encode(in->v[k].cp, key);
+                if (charsmap_first(&cm, key, l, &repl, &repl_len)) {
+                    replace_chars(sc, &t, repl, repl_len, 1);
+                } else {
+                    change_push(sc, &t, in->v[k].cp, 0);
+                }
+            }
+        }
+        i = j;
+    }
+    apply_changes(sc, in, &t, 0, out);
+    change_free(&t);
+}
+
+/* ---- Extended grapheme clusters (UAX #29) --------------------------------------------------- */
+
+static unsigned gcb_of(uint32_t cp) { return emb_uc_props2(cp) & EMB_UC_P2_GCB_MASK; }
+static unsigned incb_of(uint32_t cp) { return (emb_uc_props2(cp) >> EMB_UC_P2_INCB_SHIFT) & 3u; }
+
+size_t emb_grapheme_end(const emb_nchar *chars, size_t n, size_t i) {
+    if (i >= n) return n;
+    unsigned prev = gcb_of(chars[i].cp);
+    unsigned p2 = emb_uc_props2(chars[i].cp);
+    size_t ri = prev == EMB_UC_GCB_REGIONAL_INDICATOR;   /* regional indicators in a row */
+    int emoji = (p2 & EMB_UC_P2_EXTPICT) != 0;            /* ExtPict Extend* so far (GB11) */
+    int emoji_zwj = 0;                                    /* ... followed by ZWJ */
+    int conjunct = incb_of(chars[i].cp) == EMB_UC_INCB_CONSONANT;   /* Consonant [Extend Linker]* (GB9c) */
+    int linked = 0;                                       /* ... with a Linker in it */
+    for (size_t k = i + 1; k < n; k++) {
+        uint32_t cp = chars[k].cp;
+        unsigned cur = gcb_of(cp);
+        unsigned q2 = emb_uc_props2(cp);
+        unsigned incb = (q2 >> EMB_UC_P2_INCB_SHIFT) & 3u;
+        int join;
+        if (prev == EMB_UC_GCB_CR && cur == EMB_UC_GCB_LF) join = 1;                                  /* GB3 */
+        else if (prev == EMB_UC_GCB_CONTROL || prev == EMB_UC_GCB_CR || prev == EMB_UC_GCB_LF) join = 0; /* GB4 */
+        else if (cur == EMB_UC_GCB_CONTROL || cur == EMB_UC_GCB_CR || cur == EMB_UC_GCB_LF) join = 0;    /* GB5 */
+        else if (prev == EMB_UC_GCB_L && (cur == EMB_UC_GCB_L || cur == EMB_UC_GCB_V || cur == EMB_UC_GCB_LV ||
+                                          cur == EMB_UC_GCB_LVT)) join = 1;                            /* GB6 */
+        else if ((prev == EMB_UC_GCB_LV || prev == EMB_UC_GCB_V) && (cur == EMB_UC_GCB_V || cur == EMB_UC_GCB_T)) join = 1; /* GB7 */
+        else if ((prev == EMB_UC_GCB_LVT || prev == EMB_UC_GCB_T) && cur == EMB_UC_GCB_T) join = 1;      /* GB8 */
+        else if (cur == EMB_UC_GCB_EXTEND || cur == EMB_UC_GCB_ZWJ || cur == EMB_UC_GCB_SPACINGMARK) join = 1; /* GB9, GB9a */
+        else if (prev == EMB_UC_GCB_PREPEND) join = 1;                                                /* GB9b */
+        else if (conjunct && linked && incb == EMB_UC_INCB_CONSONANT) join = 1;                       /* GB9c */
+        else if (emoji_zwj && (q2 & EMB_UC_P2_EXTPICT)) join = 1;                                     /* GB11 */
+        else if (prev == EMB_UC_GCB_REGIONAL_INDICATOR && cur == EMB_UC_GCB_REGIONAL_INDICATOR) join = ri % 2 == 1; /* GB12, GB13 */
+        else join = 0;                                                                                /* GB999 */
+        if (!join) return k;
+        /* the states after chars[k] */
+        ri = cur == EMB_UC_GCB_REGIONAL_INDICATOR ? ri + 1 : 0;
+        if (q2 & EMB_UC_P2_EXTPICT) {
+            emoji = 1;
+            emoji_zwj = 0;
+        } else if (emoji && !emoji_zwj && cur == EMB_UC_GCB_EXTEND) {
+            /* still ExtPict Extend* */
+        } else if (emoji && !emoji_zwj && cur == EMB_UC_GCB_ZWJ) {
+            emoji_zwj = 1;
+        } else {
+            emoji = emoji_zwj = 0;
+        }
+        if (incb == EMB_UC_INCB_CONSONANT) {
+            conjunct = 1;
+            linked = 0;
+        } else if (conjunct && incb == EMB_UC_INCB_LINKER) {
+            linked = 1;
+        } else if (!(conjunct && incb == EMB_UC_INCB_EXTEND)) {
+            conjunct = linked = 0;
+        }
+        prev = cur;
+    }
+    return n;
+}
+
+/* ---- NFC (unicode-normalization-alignments: Unicode 9.0 data, as NFD) ------------------------ */
+
+static uint32_t compose_pair(uint32_t a, uint32_t b) {
+    if (a >= HANGUL_L_BASE && a < HANGUL_L_BASE + 19 && b >= HANGUL_V_BASE && b < HANGUL_V_BASE + HANGUL_V_COUNT) {
+        return HANGUL_S_BASE + ((a - HANGUL_L_BASE) * HANGUL_V_COUNT + (b - HANGUL_V_BASE)) * HANGUL_T_COUNT;
+    }
+    if (a - HANGUL_S_BASE < (uint32_t)HANGUL_S_COUNT && (a - HANGUL_S_BASE) % HANGUL_T_COUNT == 0 &&
+        b > HANGUL_T_BASE && b < HANGUL_T_BASE + HANGUL_T_COUNT) {
+        return a + (b - HANGUL_T_BASE);
+    }
+    if (!(emb_uc_props2(b) & EMB_UC_P2_COMP2)) return 0;
+    uint64_t key = (uint64_t)a << 42 | (uint64_t)b << 21;
+    size_t lo = 0, hi = EMB_UC_N_COMP;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t k = emb_uc_comp[mid] & ~(uint64_t)0x1FFFFF;
+        if (k < key) lo = mid + 1;
+        else if (k > key) hi = mid;
+        else return (uint32_t)(emb_uc_comp[mid] & 0x1FFFFF);
+    }
+    return 0;
+}
+
+/* NFC of the whole text: full canonical decomposition, canonical ordering, canonical composition,
+   with the changes of unicode-normalization-alignments: a decomposition's first character 0,
+   the others 1 (inserted); the ordering moves each character with its change; a composition
+   adds the removed character's change minus one to the starter's. */
+static void run_nfc(emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    change_list t = {NULL, NULL, 0, 0};
+    for (size_t i = 0; i < in->n && !sc->oom; i++) {
+        uint32_t buf[EMB_UC_NFD_MAX_LEN];
+        size_t k = emb_normalizer_nfd(in->v[i].cp, buf);
+        for (size_t j = 0; j < k; j++) change_push(sc, &t, buf[j], j > 0);
+    }
+    if (sc->oom) {
+        change_free(&t);
+        return;
+    }
+    /* canonical ordering: stable sort of each run of nonzero classes */
+    for (size_t i = 1; i < t.n; i++) {
+        unsigned c = emb_uc_ccc(t.cp[i]);
+        if (!c) continue;
+        size_t j = i;
+        uint32_t x = t.cp[i];
+        int32_t xc = t.change[i];
+        while (j > 0 && emb_uc_ccc(t.cp[j - 1]) > c) {
+            t.cp[j] = t.cp[j - 1];
+            t.change[j] = t.change[j - 1];
+            j--;
+        }
+        t.cp[j] = x;
+        t.change[j] = xc;
+    }
+    /* canonical composition, in place */
+    size_t starter = (size_t)-1, w = 0;
+    int last = -1;   /* class of the last character kept since the starter; -1: none */
+    for (size_t i = 0; i < t.n; i++) {
+        uint32_t cp = t.cp[i];
+        int ccc = (int)emb_uc_ccc(cp);
+        if (starter != (size_t)-1 && (last == -1 || last < ccc)) {
+            uint32_t c = compose_pair(t.cp[starter], cp);
+            if (c) {
+                t.cp[starter] = c;
+                t.change[starter] += t.change[i] - 1;
+                continue;
+            }
+        }
+        if (ccc == 0) {
+            starter = w;
+            last = -1;
+        } else {
+            last = ccc;
+        }
+        t.cp[w] = cp;
+        t.change[w] = t.change[i];
+        w++;
+    }
+    t.n = w;
+    apply_changes(sc, in, &t, 0, out);
+    change_free(&t);
+}
+
+/* ---- Strip, Replace, Lowercase, Prepend ------------------------------------------------------- */
+
+static int ws(uint32_t cp) { return (emb_uc_flags(cp) & EMB_UC_WHITESPACE) != 0; }
+
+static void run_strip(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    size_t lead = 0, trail = 0, n = in->n;
+    if (step->a) {
+        while (lead < n && ws(in->v[lead].cp)) lead++;
+    }
+    if (step->b) {
+        while (trail < n - lead && ws(in->v[n - 1 - trail].cp)) trail++;
+    }
+    if (!lead && !trail) {
+        for (size_t i = 0; i < n; i++) emb_nchars_push(sc, out, in->v[i].cp, in->v[i].start, in->v[i].end);
+        return;
+    }
+    change_list t = {NULL, NULL, 0, 0};
+    for (size_t i = lead; i < n - trail; i++) {
+        change_push(sc, &t, in->v[i].cp, i == n - trail - 1 ? -(int32_t)trail : 0);
+    }
+    apply_changes(sc, in, &t, lead, out);
+    change_free(&t);
+}
+
+/* Replace: each match (leftmost, not overlapping) becomes the content; its characters take the
+   bytes of the match's last character (tokenizers inserts them after removing the match). */
+static void run_replace(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    uint32_t pat[64];
+    size_t n_pat = 0, pos = 0;
+    if (step->a == EMB_REPLACE_LITERAL) {
+        while (pos < step->data_len && n_pat < 64) pat[n_pat++] = emb_utf8_next(step->data, step->data_len, &pos);
+        if (n_pat == 0) return;
+    }
+    size_t i = 0;
+    while (i < in->n && !sc->oom) {
+        size_t m = 0;
+        if (step->a == EMB_REPLACE_SPACES) {
+            while (i + m < in->n && in->v[i + m].cp == ' ') m++;
+            if (m < 2) m = 0;
+        } else if (i + n_pat <= in->n) {
+            size_t k = 0;
+            while (k < n_pat && in->v[i + k].cp == pat[k]) k++;
+            if (k == n_pat) m = n_pat;
+        }
+        if (!m) {
+            emb_nchars_push(sc, out, in->v[i].cp, in->v[i].start, in->v[i].end);
+            i++;
+            continue;
+        }
+        const emb_nchar *last = &in->v[i + m - 1];
+        size_t cpos = 0;
+        while (cpos < step->content_len) {
+            emb_nchars_push(sc, out, emb_utf8_next(step->content, step->content_len, &cpos), last->start, last->end);
+        }
+        i += m;
+    }
+}
+
+static void run_lowercase(emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    for (size_t i = 0; i < in->n; i++) {
+        uint32_t lo[EMB_UC_LOWER_MAX_LEN];
+        size_t k = emb_normalizer_lower(in->v[i].cp, lo);
+        /* the extra characters are inserted: they take this character's bytes too */
+        for (size_t j = 0; j < k; j++) emb_nchars_push(sc, out, lo[j], in->v[i].start, in->v[i].end);
+    }
+}
+
+static void run_prepend(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    if (in->n == 0) return;
+    size_t pos = 0;
+    /* NormalizedString::prepend: the new text replaces the first character, which is re-inserted */
+    while (pos < step->content_len) {
+        emb_nchars_push(sc, out, emb_utf8_next(step->content, step->content_len, &pos), in->v[0].start, in->v[0].end);
+    }
+    for (size_t i = 0; i < in->n; i++) emb_nchars_push(sc, out, in->v[i].cp, in->v[i].start, in->v[i].end);
+}
+
+void emb_normalizer_run(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    switch (step->op) {
+    case EMB_NORMALIZER_OP_PRECOMPILED: run_precompiled(step, sc, in, out); break;
+    case EMB_NORMALIZER_OP_NFC: run_nfc(sc, in, out); break;
+    case EMB_NORMALIZER_OP_STRIP: run_strip(step, sc, in, out); break;
+    case EMB_NORMALIZER_OP_REPLACE: run_replace(step, sc, in, out); break;
+    case EMB_NORMALIZER_OP_LOWERCASE: run_lowercase(sc, in, out); break;
+    case EMB_NORMALIZER_OP_PREPEND: run_prepend(step, sc, in, out); break;
+    default: break;
+    }
 }

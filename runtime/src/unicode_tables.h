@@ -64,4 +64,54 @@ static inline const uint8_t *emb_uc_record(uint32_t cp) {
 static inline unsigned emb_uc_flags(uint32_t cp) { return emb_uc_record(cp)[0]; }
 static inline unsigned emb_uc_ccc(uint32_t cp) { return emb_uc_record(cp)[1]; }
 
+/* ---- The second table: graphemes (UAX #29), regex classes (Oniguruma), NFC -------------------
+   About 25252 bytes. Source: the UCD 15.0.0 files (graphemes), Python's unicodedata (letters,
+   numbers, compositions), adjusted to what tokenizers 0.23.3 computes (gen_unicode_tables.py). */
+typedef enum emb_uc_gcb {
+    EMB_UC_GCB_OTHER = 0,
+    EMB_UC_GCB_CR = 1,
+    EMB_UC_GCB_LF = 2,
+    EMB_UC_GCB_CONTROL = 3,
+    EMB_UC_GCB_EXTEND = 4,
+    EMB_UC_GCB_ZWJ = 5,
+    EMB_UC_GCB_REGIONAL_INDICATOR = 6,
+    EMB_UC_GCB_PREPEND = 7,
+    EMB_UC_GCB_SPACINGMARK = 8,
+    EMB_UC_GCB_L = 9,
+    EMB_UC_GCB_V = 10,
+    EMB_UC_GCB_T = 11,
+    EMB_UC_GCB_LV = 12,
+    EMB_UC_GCB_LVT = 13,
+} emb_uc_gcb;
+enum emb_uc_prop2 {
+    EMB_UC_P2_GCB_MASK = 0x0f,    /* emb_uc_gcb */
+    EMB_UC_P2_EXTPICT = 0x010,    /* Extended_Pictographic */
+    EMB_UC_P2_INCB_SHIFT = 5,    /* Indic_Conjunct_Break, 2 bits: emb_uc_incb */
+    EMB_UC_P2_LETTER = 0x080,     /* \p{L} */
+    EMB_UC_P2_NUMBER = 0x100,     /* \p{N} */
+    EMB_UC_P2_COMP2 = 0x200,      /* the second character of some canonical composition */
+};
+typedef enum emb_uc_incb {
+    EMB_UC_INCB_NONE = 0, EMB_UC_INCB_LINKER = 1, EMB_UC_INCB_CONSONANT = 2,
+    EMB_UC_INCB_EXTEND = 3,
+} emb_uc_incb;
+#define EMB_UC_P2_SHIFT1 9
+#define EMB_UC_P2_SHIFT2 4
+#define EMB_UC_N_COMP 940
+extern const uint8_t emb_uc_p2_stage1[2176];
+extern const uint16_t emb_uc_p2_stage2[3552];
+extern const uint8_t emb_uc_p2_stage3[8400];
+extern const uint16_t emb_uc_p2_records[26];
+/* Canonical compositions, sorted: first << 42 | second << 21 | composite (Hangul: arithmetic). */
+extern const uint64_t emb_uc_comp[EMB_UC_N_COMP];
+
+static inline unsigned emb_uc_props2(uint32_t cp) {
+    if (cp >= 0x110000u) cp = 0xFFFEu;
+    uint32_t b2 = emb_uc_p2_stage1[cp >> EMB_UC_P2_SHIFT1];
+    uint32_t mid = (cp >> EMB_UC_P2_SHIFT2) & ((1u << (EMB_UC_P2_SHIFT1 - EMB_UC_P2_SHIFT2)) - 1u);
+    uint32_t b3 = emb_uc_p2_stage2[(b2 << (EMB_UC_P2_SHIFT1 - EMB_UC_P2_SHIFT2)) | mid];
+    uint32_t low = cp & ((1u << EMB_UC_P2_SHIFT2) - 1u);
+    return emb_uc_p2_records[emb_uc_p2_stage3[(b3 << EMB_UC_P2_SHIFT2) | low]];
+}
+
 #endif /* EMB_UNICODE_TABLES_H */

@@ -20,7 +20,22 @@ its Rust code takes each property from a different source,
     Rust core (char)                 Unicode 17.0  is_whitespace, to_lowercase  (tokenizers 0.23.3)
 
 so the tables are `unicodedata` (Unicode 14.0.0 in Python 3.11) plus OVERRIDES: the code points
-where those sources disagree with Python's data. The overrides were measured by probing every code
+where those sources disagree with Python's data.
+
+A second table serves the SentencePiece and byte-level BPE tokenizers:
+
+    gcb       Grapheme_Cluster_Break, Extended_Pictographic, Indic_Conjunct_Break: the extended
+              grapheme clusters of the unicode-segmentation crate, which the Precompiled
+              (SentencePiece) normalizer works on
+    letter, number   \p{L} and \p{N} of Oniguruma, the regex engine of ByteLevel and Split
+    comp      NFC's canonical compositions (Unicode 9.0, as NFD above)
+
+Python has no grapheme data, so gcb comes from the Unicode Character Database files of Debian's
+`unicode-data` package (15.0.0, /usr/share/unicode: `apt-get install unicode-data`) plus
+OVERRIDES2, measured against the installed tokenizers like OVERRIDES. Grapheme boundaries are only
+visible through a Precompiled normalizer, so `--check` builds probe charsmaps with
+`sentencepiece`'s normalization rules when that package is installed (it is not a dependency:
+run the check in the reference environment to include them). The overrides were measured by probing every code
 point through the installed `tokenizers` (`--derive` prints them again). `--check` probes the
 installed `tokenizers` and fails if any property of any code point differs from the tables.
 
@@ -128,6 +143,127 @@ ASCII_PUNCT = set(map(ord, "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"))
 # fmt: on
 
 F_DROP, F_WHITESPACE, F_PUNCT, F_MN, F_CJK, F_HAS_LOWER, F_HAS_DECOMP = (1 << i for i in range(7))
+
+# --- Where tokenizers 0.23.3 differs from Unicode 15.0.0 (graphemes) and 14.0.0 (letters) ------
+UCD_DIR = Path("/usr/share/unicode")
+UCD_VERSION = "15.0.0"
+# fmt: off
+OVERRIDES2 = {
+    # Grapheme extenders (Extend, SpacingMark) of Unicode 16.0 and 17.0 (unicode-segmentation).
+    "gcb_extend": [
+        (0x0897, 0x0897), (0x1ACF, 0x1ADD), (0x1AE0, 0x1AEB), (0x10D69, 0x10D6D),
+        (0x10EFA, 0x10EFC), (0x113B8, 0x113C0), (0x113C2, 0x113C2), (0x113C5, 0x113C5),
+        (0x113C7, 0x113CA), (0x113CC, 0x113D0), (0x113D2, 0x113D2), (0x113E1, 0x113E2),
+        (0x11B60, 0x11B67), (0x11F5A, 0x11F5A), (0x1611E, 0x1612F),
+    ],
+    # U+113D1 TULU-TIGALARI REPHA (16.0) is Prepend; U+11A3A is no longer Prepend since 16.0.
+    "gcb_prepend": [(0x113D1, 0x113D1)],
+    "gcb_not_prepend": [(0x11A3A, 0x11A3A)],
+    # Letters and numbers Oniguruma knows (Unicode 16.0) and Python 3.11 does not (14.0).
+    "letter": [
+        (0x1C89, 0x1C8A), (0xA7CB, 0xA7CD), (0xA7DA, 0xA7DC), (0x105C0, 0x105F3),
+        (0x10D4A, 0x10D65), (0x10D6F, 0x10D85), (0x10EC2, 0x10EC4), (0x1123F, 0x11240),
+        (0x11380, 0x11389), (0x1138B, 0x1138B), (0x1138E, 0x1138E), (0x11390, 0x113B5),
+        (0x113B7, 0x113B7), (0x113D1, 0x113D1), (0x113D3, 0x113D3), (0x11BC0, 0x11BE0),
+        (0x11F02, 0x11F02), (0x11F04, 0x11F10), (0x11F12, 0x11F33), (0x1342F, 0x1342F),
+        (0x13441, 0x13446), (0x13460, 0x143FA), (0x16100, 0x1611D), (0x16D40, 0x16D6C),
+        (0x18CFF, 0x18CFF), (0x1B132, 0x1B132), (0x1B155, 0x1B155), (0x1DF25, 0x1DF2A),
+        (0x1E030, 0x1E06D), (0x1E4D0, 0x1E4EB), (0x1E5D0, 0x1E5ED), (0x1E5F0, 0x1E5F0),
+        (0x2B739, 0x2B739), (0x2EBF0, 0x2EE5D), (0x31350, 0x323AF),
+    ],
+    "number": [
+        (0x10D40, 0x10D49), (0x116D0, 0x116E3), (0x11BF0, 0x11BF9), (0x11F50, 0x11F59),
+        (0x16130, 0x16139), (0x16D70, 0x16D79), (0x1CCF0, 0x1CCF9), (0x1D2C0, 0x1D2D3),
+        (0x1E4F0, 0x1E4F9), (0x1E5F1, 0x1E5FA),
+    ],
+}
+# fmt: on
+# Grapheme_Cluster_Break values as the C code numbers them (unicode_tables.h, emb_uc_gcb).
+GCB_VALUES = ["Other", "CR", "LF", "Control", "Extend", "ZWJ", "Regional_Indicator", "Prepend",
+              "SpacingMark", "L", "V", "T", "LV", "LVT"]
+INCB_SCRIPTS = {"Bengali", "Devanagari", "Gujarati", "Malayalam", "Oriya", "Telugu"}
+P2_EXTPICT, P2_INCB_SHIFT, P2_LETTER, P2_NUMBER, P2_COMP2 = 1 << 4, 5, 1 << 7, 1 << 8, 1 << 9
+INCB_NONE, INCB_LINKER, INCB_CONSONANT, INCB_EXTEND = 0, 1, 2, 3
+
+
+def ucd_property(name: str) -> dict[int, str]:
+    """A property file of the Unicode Character Database: code point -> value."""
+    path = UCD_DIR / name
+    if not path.is_file():
+        sys.exit(f"{path} is missing: apt-get install unicode-data (the UCD {UCD_VERSION} files)")
+    out: dict[int, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        rng, value = (x.strip() for x in line.split(";")[:2])
+        a, _, b = rng.partition("..")
+        for c in range(int(a, 16), int(b or a, 16) + 1):
+            out[c] = value
+    return out
+
+
+class Target2:
+    """Grapheme, regex-class and composition data as tokenizers computes it."""
+
+    def __init__(self, t: Target) -> None:
+        readme = (UCD_DIR / "ReadMe.txt").read_text(encoding="utf-8", errors="replace")
+        if f"Version {UCD_VERSION}" not in readme and UCD_VERSION not in readme:
+            sys.exit(f"{UCD_DIR} is not the UCD {UCD_VERSION}: OVERRIDES2 are relative to it")
+        o = OVERRIDES2
+        self.gcb = ucd_property("auxiliary/GraphemeBreakProperty.txt")
+        for c in (c for a, b in o["gcb_extend"] for c in range(a, b + 1)):
+            self.gcb[c] = "Extend"
+        for c in (c for a, b in o["gcb_prepend"] for c in range(a, b + 1)):
+            self.gcb[c] = "Prepend"
+        for c in (c for a, b in o["gcb_not_prepend"] for c in range(a, b + 1)):
+            self.gcb.pop(c, None)
+        self.extpict: set[int] = set()
+        for line in (UCD_DIR / "emoji" / "emoji-data.txt").read_text(encoding="utf-8").splitlines():
+            line = line.split("#")[0].strip()
+            if line and line.split(";")[1].strip() == "Extended_Pictographic":
+                a, _, b = line.split(";")[0].strip().partition("..")
+                self.extpict.update(range(int(a, 16), int(b or a, 16) + 1))
+        isc = ucd_property("IndicSyllabicCategory.txt")
+        scripts = ucd_property("Scripts.txt")
+        self.incb: dict[int, int] = {}
+        for c, v in isc.items():
+            if scripts.get(c) in INCB_SCRIPTS:
+                if v == "Virama":
+                    self.incb[c] = INCB_LINKER
+                elif v == "Consonant":
+                    self.incb[c] = INCB_CONSONANT
+        for c, v in self.gcb.items():
+            if v in ("Extend", "ZWJ") and c not in self.incb:
+                self.incb[c] = INCB_EXTEND
+        self.letter_extra = in_ranges(o["letter"])
+        self.number_extra = in_ranges(o["number"])
+        # NFC's compositions: a pair (a, b) composes to c when c decomposes canonically to it (in
+        # tokenizers' data, i.e. t.nfd) and is not a composition exclusion.
+        self.comp: dict[tuple[int, int], int] = {}
+        for c in code_points():
+            one = unicodedata.decomposition(chr(c)).split()
+            if len(one) != 2 or one[0].startswith("<") or t.nfd(c) == [c]:
+                continue
+            a, b = int(one[0], 16), int(one[1], 16)
+            if unicodedata.normalize("NFC", chr(a) + chr(b)) == chr(c):
+                self.comp[(a, b)] = c
+        self.second = {b for _, b in self.comp}
+
+    def letter(self, c: int) -> bool:
+        return unicodedata.category(chr(c)).startswith("L") or self.letter_extra(c)
+
+    def number(self, c: int) -> bool:
+        return unicodedata.category(chr(c)).startswith("N") or self.number_extra(c)
+
+    def props(self, c: int) -> int:
+        p = GCB_VALUES.index(self.gcb.get(c, "Other"))
+        p |= P2_EXTPICT if c in self.extpict else 0
+        p |= self.incb.get(c, INCB_NONE) << P2_INCB_SHIFT
+        p |= P2_LETTER if self.letter(c) else 0
+        p |= P2_NUMBER if self.number(c) else 0
+        p |= P2_COMP2 if c in self.second or 0x1161 <= c <= 0x1175 or 0x11A8 <= c <= 0x11C2 else 0
+        return p
 HANGUL_S_BASE, HANGUL_S_COUNT = 0xAC00, 11172
 
 
@@ -555,13 +691,84 @@ static inline unsigned emb_uc_ccc(uint32_t cp) {{ return emb_uc_record(cp)[1]; }
         )
         + "\n};\n"
     )
+    # The second table: grapheme break, regex classes, composition (Target2).
+    t2 = Target2(t)
+    props2 = [t2.props(c) if not 0xD800 <= c < 0xE000 else 0 for c in range(MAX_CP)]
+    recs2_of: dict[int, int] = {}
+    rec2 = [recs2_of.setdefault(v, len(recs2_of)) for v in props2]
+    assert len(recs2_of) <= 256
+    best2: tuple[int, int, int, list[int], list[int], list[int]] | None = None
+    for sh2 in range(4, 9):
+        mid2, st3 = two_stage(rec2, sh2)
+        for sh1 in range(sh2 + 2, 17):
+            st1, st2 = two_stage(mid2, sh1 - sh2)
+            size = len(st1) * width(st1) + len(st2) * width(st2) + len(st3)
+            if best2 is None or size < best2[0]:
+                best2 = (size, sh1, sh2, st1, st2, st3)
+    assert best2 is not None
+    _, p_shift1, p_shift2, p_stage1, p_stage2, p_stage3 = best2
+    p_recs = sorted(recs2_of, key=recs2_of.__getitem__)
+    comp64 = sorted(a << 42 | b << 21 | c for (a, b), c in t2.comp.items())
+    assert all(max(a, b, c) < 1 << 21 for (a, b), c in t2.comp.items())
+    total2 = (len(p_stage1) * width(p_stage1) + len(p_stage2) * width(p_stage2) + len(p_stage3)
+              + 2 * len(p_recs) + 8 * len(comp64))
+    gcb_enum = "\n".join(f"    EMB_UC_GCB_{v.upper()} = {i}," for i, v in enumerate(GCB_VALUES))
+    h_text = h_text.replace(
+        "\n#endif /* EMB_UNICODE_TABLES_H */\n",
+        f"""
+/* ---- The second table: graphemes (UAX #29), regex classes (Oniguruma), NFC -------------------
+   About {total2} bytes. Source: the UCD {UCD_VERSION} files (graphemes), Python's unicodedata (letters,
+   numbers, compositions), adjusted to what tokenizers 0.23.3 computes (gen_unicode_tables.py). */
+typedef enum emb_uc_gcb {{
+{gcb_enum}
+}} emb_uc_gcb;
+enum emb_uc_prop2 {{
+    EMB_UC_P2_GCB_MASK = 0x0f,    /* emb_uc_gcb */
+    EMB_UC_P2_EXTPICT = 0x{P2_EXTPICT:03x},    /* Extended_Pictographic */
+    EMB_UC_P2_INCB_SHIFT = {P2_INCB_SHIFT},    /* Indic_Conjunct_Break, 2 bits: emb_uc_incb */
+    EMB_UC_P2_LETTER = 0x{P2_LETTER:03x},     /* \\p{{L}} */
+    EMB_UC_P2_NUMBER = 0x{P2_NUMBER:03x},     /* \\p{{N}} */
+    EMB_UC_P2_COMP2 = 0x{P2_COMP2:03x},      /* the second character of some canonical composition */
+}};
+typedef enum emb_uc_incb {{
+    EMB_UC_INCB_NONE = {INCB_NONE}, EMB_UC_INCB_LINKER = {INCB_LINKER}, EMB_UC_INCB_CONSONANT = {INCB_CONSONANT},
+    EMB_UC_INCB_EXTEND = {INCB_EXTEND},
+}} emb_uc_incb;
+#define EMB_UC_P2_SHIFT1 {p_shift1}
+#define EMB_UC_P2_SHIFT2 {p_shift2}
+#define EMB_UC_N_COMP {len(comp64)}
+extern const {ctype_of(p_stage1)} emb_uc_p2_stage1[{len(p_stage1)}];
+extern const {ctype_of(p_stage2)} emb_uc_p2_stage2[{len(p_stage2)}];
+extern const uint8_t emb_uc_p2_stage3[{len(p_stage3)}];
+extern const uint16_t emb_uc_p2_records[{len(p_recs)}];
+/* Canonical compositions, sorted: first << 42 | second << 21 | composite (Hangul: arithmetic). */
+extern const uint64_t emb_uc_comp[EMB_UC_N_COMP];
+
+static inline unsigned emb_uc_props2(uint32_t cp) {{
+    if (cp >= 0x110000u) cp = 0xFFFEu;
+    uint32_t b2 = emb_uc_p2_stage1[cp >> EMB_UC_P2_SHIFT1];
+    uint32_t mid = (cp >> EMB_UC_P2_SHIFT2) & ((1u << (EMB_UC_P2_SHIFT1 - EMB_UC_P2_SHIFT2)) - 1u);
+    uint32_t b3 = emb_uc_p2_stage2[(b2 << (EMB_UC_P2_SHIFT1 - EMB_UC_P2_SHIFT2)) | mid];
+    uint32_t low = cp & ((1u << EMB_UC_P2_SHIFT2) - 1u);
+    return emb_uc_p2_records[emb_uc_p2_stage3[(b3 << EMB_UC_P2_SHIFT2) | low]];
+}}
+
+#endif /* EMB_UNICODE_TABLES_H */
+""",
+    )
+    c_text += "\n" + c_array(ctype_of(p_stage1), "emb_uc_p2_stage1", p_stage1, 24) + "\n"
+    c_text += c_array(ctype_of(p_stage2), "emb_uc_p2_stage2", p_stage2, 24) + "\n"
+    c_text += c_array("uint8_t", "emb_uc_p2_stage3", p_stage3, 32) + "\n"
+    c_text += c_array("uint16_t", "emb_uc_p2_records", p_recs, 12, "0x{:04x}") + "\n"
+    c_text += c_array("uint64_t", "emb_uc_comp", comp64, 4, "0x{:016X}u")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "unicode_tables.h").write_text(h_text, encoding="utf-8")
     (out_dir / "unicode_tables.c").write_text(c_text, encoding="utf-8")
     print(
         f"wrote unicode_tables.h and unicode_tables.c in {out_dir}: ~{total} bytes of tables, "
         f"shifts {shift1}/{shift2}, {len(recs)} records, {len(decomp64)} decompositions, "
-        f"{len(lruns)} lowercase runs"
+        f"{len(lruns)} lowercase runs; second table ~{total2} bytes, {len(p_recs)} records, "
+        f"{len(comp64)} compositions"
     )
 
 

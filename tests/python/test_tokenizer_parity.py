@@ -48,6 +48,8 @@ SOURCES = [
         "pre_tokenizer",
         "wordpiece",
         "post_processor",
+        "unigram",
+        "bpe",
         "unicode_tables",
         "platform_native",
     )
