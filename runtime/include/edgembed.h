@@ -198,6 +198,30 @@ EMB_API const char *emb_model_get_meta(const emb_model *model, const char *key, 
 EMB_API emb_status emb_model_tokenize(const emb_model *model, const char *utf8, size_t len, int truncate,
                               int32_t *ids, size_t cap, size_t *n_ids, size_t *n_full);
 
+/*
+ * emb_model_tokenize for a text or a pair of texts, with each token's type id and offsets.
+ * pair (pair_len bytes) is the second text, or NULL for one text. The pair gets the tokenizer's
+ * pair template (e.g. [CLS] A [SEP] B [SEP], <s> A </s></s> B </s>) and, when too long, its
+ * truncation strategy (tokenizer.json's, longest_first by default). type_ids (may be NULL):
+ * cap ids' template type ids. offsets (may be NULL): 2 * cap values; token i covers the bytes
+ * [offsets[2i], offsets[2i+1]) of its own text (the first, or the second for the pair's second
+ * text's tokens); the template's special tokens have (0, 0). These are the offsets of Hugging
+ * Face tokenizers' encodings, in bytes (emb_utf8_offsets_to_chars converts them). Other
+ * arguments and statuses as emb_model_tokenize. Thread-safe.
+ */
+EMB_API emb_status emb_model_tokenize_ex(const emb_model *model, const char *utf8, size_t len, const char *pair,
+                                         size_t pair_len, int truncate, int32_t *ids, int32_t *type_ids,
+                                         uint32_t *offsets, size_t cap, size_t *n_ids, size_t *n_full);
+
+/*
+ * Converts n byte offsets into the UTF-8 text (each at most len) to character offsets, in place:
+ * code points (utf16 == 0, as Python's str) or UTF-16 code units (utf16 != 0, as JavaScript's
+ * String). Each maximal invalid UTF-8 subsequence counts as one U+FFFD, as decoding with
+ * replacement does. An offset inside a character counts that character's start.
+ * INVALID_ARGUMENT for an offset beyond len or NULL pointers.
+ */
+EMB_API emb_status emb_utf8_offsets_to_chars(const char *utf8, size_t len, uint32_t *offsets, size_t n, int utf16);
+
 /* ── context ───────────────────────────────────────────────────────────────────────── */
 
 typedef struct emb_context emb_context;

@@ -206,6 +206,14 @@ emb_status emb_model_tokenize(const emb_model *model, const char *utf8, size_t l
     return s;
 }
 
+emb_status emb_model_tokenize_ex(const emb_model *model, const char *utf8, size_t len, const char *pair,
+                                 size_t pair_len, int truncate, int32_t *ids, int32_t *type_ids, uint32_t *offsets,
+                                 size_t cap, size_t *n_ids, size_t *n_full) {
+    if (!model || (!utf8 && len) || (!pair && pair_len) || !n_ids || (!ids && cap)) return EMB_STATUS_INVALID_ARGUMENT;
+    return emb_tokenizer_encode_ex(model->tokenizer, utf8 ? utf8 : "", len, pair, pair_len, truncate, ids, type_ids,
+                                   offsets, cap, n_ids, n_full);
+}
+
 /* ── context ───────────────────────────────────────────────────────────────────────── */
 
 #define EMB_MAX_CONTEXT_TOKENS ((size_t)1 << 20)

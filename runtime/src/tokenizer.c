@@ -813,3 +813,31 @@ emb_status emb_tokenizer_encode_ex(const emb_tokenizer *tok, const char *a, size
     emb_dealloc(tb.v);
     return st;
 }
+
+/* ---- offsets in characters ------------------------------------------------------------------ */
+
+emb_status emb_utf8_offsets_to_chars(const char *utf8, size_t len, uint32_t *offsets, size_t n, int utf16) {
+    if ((!utf8 && len) || (!offsets && n)) return EMB_STATUS_INVALID_ARGUMENT;
+    for (size_t i = 0; i < n; i++) {
+        if (offsets[i] > len) return EMB_STATUS_INVALID_ARGUMENT;
+    }
+    /* one forward walk per run of non-decreasing offsets: offsets come mostly in order */
+    const uint8_t *s = (const uint8_t *)utf8;
+    size_t pos = 0, chars = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t want = offsets[i];
+        if (want < pos) {
+            pos = 0;
+            chars = 0;
+        }
+        while (pos < want) {
+            size_t next = pos;
+            uint32_t cp = emb_utf8_next(s, len, &next);
+            if (next > want) break;   /* inside this character: its start */
+            pos = next;
+            chars += (utf16 && cp >= 0x10000) ? 2 : 1;
+        }
+        offsets[i] = (uint32_t)chars;
+    }
+    return EMB_STATUS_OK;
+}

@@ -15,6 +15,10 @@
  *       normalizer's output for that code point alone, without EMB_NORMALIZER_RUN_BREAK).
  *   tokenizer_driver kinds  > results
  *       for every code point from 0 to 0x10FFFF: one byte, its pre-tokenizer kind.
+ *   tokenizer_driver bundle FILE VOCAB_SIZE MAX_LENGTH PAIRS  < records > results
+ *       a Unigram / BPE tokenizer from a tokenizer-only bundle, truncating: per record, int32
+ *       status, n_full, n, then n ids, n type ids, 2n byte offsets. With PAIRS = 1 a record is
+ *       a pair: uint32 length of the first text, the first text, the second.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +30,8 @@ static int usage(void) {
     fprintf(stderr, "usage: tokenizer_driver encode VOCAB LOWER STRIP CJK CLEAN MAX_LENGTH TRUNCATE\n"
                     "       tokenizer_driver words VOCAB LOWER STRIP CJK CLEAN\n"
                     "       tokenizer_driver normalize LOWER STRIP CJK CLEAN\n"
-                    "       tokenizer_driver kinds\n");
+                    "       tokenizer_driver kinds\n"
+                    "       tokenizer_driver bundle FILE VOCAB_SIZE MAX_LENGTH PAIRS\n");
     return 2;
 }
 
@@ -154,7 +159,68 @@ static int kinds(void) {
     return 0;
 }
 
+/* A general tokenizer from a tokenizer-only bundle file: per record, status, n_full, n, then n ids,
+   n type ids and 2n byte offsets (int32 each). A pair record holds the two texts back to back,
+   the first one's length in its first 4 bytes. */
+static int bundle(char **argv) {
+    size_t size = 0;
+    char *bytes = read_file(argv[0], &size);
+    if (!bytes) {
+        fprintf(stderr, "cannot read %s\n", argv[0]);
+        return 1;
+    }
+    emb_tokenizer *tok = NULL;
+    emb_status s = emb_tokenizer_from_bundle_bytes(&tok, bytes, size, atoi(argv[1]), atoi(argv[2]));
+    if (s != EMB_STATUS_OK) {
+        fprintf(stderr, "emb_tokenizer_from_bundle_bytes: status %d\n", (int)s);
+        return 1;
+    }
+    int pairs = atoi(argv[3]);
+    size_t cap = 1024;
+    int32_t *ids = malloc(cap * 4), *types = malloc(cap * 4);
+    uint32_t *offs = malloc(cap * 8);
+    char *text;
+    uint32_t len;
+    while ((text = read_record(&len)) != NULL) {
+        const char *a = text, *b = NULL;
+        size_t a_len = len, b_len = 0;
+        if (pairs) {
+            uint32_t first;
+            memcpy(&first, text, 4);
+            a = text + 4;
+            a_len = first;
+            b = text + 4 + first;
+            b_len = len - 4 - first;
+        }
+        size_t n = 0, full = 0;
+        s = emb_tokenizer_encode_ex(tok, a, a_len, b, b_len, 1, ids, types, offs, cap, &n, &full);
+        if (s == EMB_STATUS_BUFFER_TOO_SMALL) {
+            cap = n;
+            ids = realloc(ids, cap * 4);
+            types = realloc(types, cap * 4);
+            offs = realloc(offs, cap * 8);
+            s = emb_tokenizer_encode_ex(tok, a, a_len, b, b_len, 1, ids, types, offs, cap, &n, &full);
+        }
+        put_i32((int32_t)s);
+        put_i32((int32_t)full);
+        put_i32(s == EMB_STATUS_OK ? (int32_t)n : 0);
+        if (s == EMB_STATUS_OK) {
+            fwrite(ids, 4, n, stdout);
+            fwrite(types, 4, n, stdout);
+            fwrite(offs, 4, 2 * n, stdout);
+        }
+        free(text);
+    }
+    free(ids);
+    free(types);
+    free(offs);
+    emb_tokenizer_free(tok);
+    free(bytes);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 6 && strcmp(argv[1], "bundle") == 0) return bundle(argv + 2);
     if (argc >= 9 && strcmp(argv[1], "encode") == 0) return encode(argv + 2);
     if (argc >= 7 && strcmp(argv[1], "words") == 0) return words(argv + 2);
     if (argc >= 6 && strcmp(argv[1], "normalize") == 0) return normalize(argv + 2);

@@ -179,7 +179,8 @@ TEMPLATE_A, TEMPLATE_B = -1, -2
 
 def _u8(text: str | bytes) -> npt.NDArray[np.uint8]:
     data = text.encode("utf-8") if isinstance(text, str) else text
-    return np.frombuffer(data, dtype=np.uint8).copy()
+    out: npt.NDArray[np.uint8] = np.frombuffer(data, dtype=np.uint8).copy()
+    return out
 
 
 def _i32(rows: Any) -> npt.NDArray[np.int32]:
@@ -335,7 +336,9 @@ def _post_processor_tables(
         elif kind == "TemplateProcessing":
             specials = p.get("special_tokens") or {}
 
-            def items(tpl: list[dict[str, Any]]) -> list[tuple[int, int]]:
+            def items(
+                tpl: list[dict[str, Any]], specials: dict[str, Any] = specials
+            ) -> list[tuple[int, int]]:
                 out: list[tuple[int, int]] = []
                 for piece in tpl:
                     if "Sequence" in piece:
@@ -400,7 +403,9 @@ def _general_tables(
         texts = {i: t for t, i in token_id.items()}
         if model.get("unk_token") is not None:
             if model["unk_token"] not in token_id:
-                raise InvalidModelDir(f"{tj}: the unk_token {model['unk_token']!r} is not in the vocab")
+                raise InvalidModelDir(
+                    f"{tj}: the unk_token {model['unk_token']!r} is not in the vocabulary"
+                )
             meta["tokenizer.unk_id"] = str(token_id[model["unk_token"]])
         meta["tokenizer.fuse_unk"] = _yes(model.get("fuse_unk", False))
         meta["tokenizer.ignore_merges"] = _yes(model.get("ignore_merges", False))
@@ -410,7 +415,9 @@ def _general_tables(
             try:
                 merges.append((token_id[a], token_id[b], token_id[a + b]))
             except KeyError as e:
-                raise InvalidModelDir(f"{tj}: the merge {a!r} {b!r} names a token not in the vocab: {e}")
+                raise InvalidModelDir(
+                    f"{tj}: the merge {a!r} {b!r} names a token not in the vocabulary: {e}"
+                ) from None
         if merges:
             tensors.append(("tokenizer.merges", _i32(merges).reshape(-1, 3)))
     meta["tokenizer.n_model"] = str(n_model)

@@ -1,0 +1,454 @@
+"""The engine's SentencePiece Unigram and byte-level BPE tokenizers give exactly the ids, type ids
+and offsets of Hugging Face `tokenizers`.
+
+Each tokenizer of tests/fixtures/tokenizers/ (XLM-R Unigram, Unigram with byte fallback, RoBERTa,
+ModernBERT and Qwen2-style BPE, see its README) is turned into the bundle's tables by the bundle
+writer (edgembed.export.tokenizer_tables), written into a tokenizer-only bundle, and read by the C
+engine's own bundle reader (emb_tokenizer_from_bundle_bytes), compiled here with gcc (strict
+warnings as errors) into a library called through ctypes. The reference is
+`Tokenizer.from_file(tokenizer.json)` with padding off and truncation at the same max length.
+Compared, for every fixture:
+
+  - random strings (tests/python/tokenizer_texts.py: random Unicode of every block, combining
+    marks, emoji, controls, whitespace, added tokens, very long words): ids and character offsets;
+    EDGEMBED_TOKENIZER_PARITY_N per fixture (20,000 by default: 40,000 Unigram and 60,000 BPE
+    strings; the full pass runs with EDGEMBED_TOKENIZER_PARITY_N=100000);
+  - invalid UTF-8: the C side gets the raw bytes, tokenizers gets bytes.decode("utf-8", "replace");
+  - real multilingual text: translated strings of the machine's gettext catalogs;
+  - long texts at several max lengths, with n_full and truncation off (EMB_STATUS_TOO_LONG);
+  - pairs under each truncation strategy, with type ids;
+  - a sample under AddressSanitizer and UndefinedBehaviorSanitizer (tests/runtime/
+    tokenizer_driver.c).
+Offsets are bytes in C; emb_utf8_offsets_to_chars turns them into the code-point offsets that
+tokenizers' Python API reports.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gettext
+import glob
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from edgembed.errors import UnsupportedArchitecture
+from edgembed.export.tokenizer_tables import tokenizer_tables
+from tokenizer_texts import random_bytes, random_texts
+
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "runtime" / "src"
+FIXTURES = REPO / "tests" / "fixtures" / "tokenizers"
+KINDS = ["xlmr-unigram", "unigram-byte-fallback", "roberta-bpe", "modernbert-bpe", "split-bpe"]
+SOURCES = [
+    SRC / f"{name}.c"
+    for name in (
+        "tokenizer",
+        "normalizer",
+        "pre_tokenizer",
+        "wordpiece",
+        "unigram",
+        "bpe",
+        "post_processor",
+        "unicode_tables",
+        "tokenizer_bundle",
+        "bundle",
+        "platform_native",
+    )
+]
+CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wpedantic", "-Werror",
+          f"-I{REPO / 'runtime' / 'include'}", f"-I{SRC}"]
+MAX_LENGTH = 512
+N_RANDOM = int(os.environ.get("EDGEMBED_TOKENIZER_PARITY_N", "20000"))
+SEED = 20261201
+EMB_STATUS_OK, EMB_STATUS_TOO_LONG = 0, 9
+
+Result = tuple[list[int], list[int], list[tuple[int, int]]]
+
+
+def gcc(args: Sequence[str | Path]) -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True)
+
+
+def bundle_bytes(meta: dict[str, str], tensors: list[tuple[str, Any]]) -> bytes:
+    """A bundle holding only a tokenizer's tables (the layout of runtime/include/edgembed.h)."""
+    dtypes = {np.dtype(np.uint8): "U8", np.dtype(np.int32): "I32", np.dtype(np.float64): "F64"}
+    entries: dict[str, Any] = {}
+    chunks: list[bytes] = []
+    offset = 0
+    for name, arr in tensors:
+        pad = -offset % 64
+        if pad:
+            entries[f"__pad.{len(chunks)}"] = {"dtype": "U8", "shape": [pad],
+                                               "data_offsets": [offset, offset + pad]}
+            chunks.append(b"\0" * pad)
+            offset += pad
+        data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
+        entries[name] = {"dtype": dtypes[arr.dtype], "shape": list(arr.shape),
+                         "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    region = b"".join(chunks)
+    meta = {"edgembed_bundle": "1", **meta, "data_crc32": f"{zlib.crc32(region):08x}"}
+    header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("ascii")
+    header += b" " * (-(8 + len(header)) % 64)
+    return struct.pack("<Q", len(header)) + header + region
+
+
+class CTokenizer:
+    """The C tokenizer of one fixture, from its bundle tables, through ctypes."""
+
+    def __init__(self, lib: ctypes.CDLL, fixture: Path, max_length: int = MAX_LENGTH) -> None:
+        meta, tensors, self.n_vocab = tokenizer_tables(fixture)
+        self.bundle = bundle_bytes(meta, tensors)
+        self._buf = ctypes.create_string_buffer(self.bundle, len(self.bundle))  # referenced by C
+        self.lib = lib
+        self.handle = ctypes.c_void_p()
+        status = lib.emb_tokenizer_from_bundle_bytes(
+            ctypes.byref(self.handle), self._buf, len(self.bundle), self.n_vocab, max_length
+        )
+        assert status == EMB_STATUS_OK, status
+        self.cap = 1 << 15
+        self.ids = (ctypes.c_int32 * self.cap)()
+        self.types = (ctypes.c_int32 * self.cap)()
+        self.offsets = (ctypes.c_uint32 * (2 * self.cap))()
+
+    def encode(self, a: str | bytes, b: str | bytes | None = None,
+               truncate: bool = True) -> tuple[int, int, Result]:
+        """(status, n_full, (ids, type ids, character offsets))."""
+        da = a.encode("utf-8") if isinstance(a, str) else a
+        db = b.encode("utf-8") if isinstance(b, str) else b
+        n, full = ctypes.c_size_t(), ctypes.c_size_t()
+        status = self.lib.emb_tokenizer_encode_ex(
+            self.handle, da, len(da), db, 0 if db is None else len(db), int(truncate),
+            self.ids, self.types, self.offsets, self.cap, ctypes.byref(n), ctypes.byref(full),
+        )
+        if status != EMB_STATUS_OK:
+            return status, full.value, ([], [], [])
+        k = n.value
+        ids, types = self.ids[:k], self.types[:k]
+        # each text's offsets in characters of that text (the second text's tokens come after
+        # the first's in every template, and only the template's specials have (0, 0))
+        raw = list(self.offsets[: 2 * k])
+        conv = (ctypes.c_uint32 * (2 * k))(*raw)
+        if db is None:
+            self.lib.emb_utf8_offsets_to_chars(da, len(da), conv, 2 * k, 0)
+            chars = list(conv)
+        else:
+            chars = self._pair_chars(da, db, raw, ids, types)
+        pairs = [(chars[2 * i], chars[2 * i + 1]) for i in range(k)]
+        return status, full.value, (ids, types, pairs)
+
+    def _pair_chars(self, da: bytes, db: bytes, raw: list[int], ids: list[int],
+                    types: list[int]) -> list[int]:
+        # which tokens belong to the second text: the template is known to the test
+        out = list(raw)
+        for text, sel in ((da, self.first_of_pair), (db, self.second_of_pair)):
+            idx = sel(len(ids))
+            picked = [raw[2 * i + j] for i in idx for j in (0, 1)]
+            vals = (ctypes.c_uint32 * len(picked))(*picked)
+            self.lib.emb_utf8_offsets_to_chars(text, len(text), vals, 2 * len(idx), 0)
+            for k, i in enumerate(idx):
+                out[2 * i], out[2 * i + 1] = vals[2 * k], vals[2 * k + 1]
+        return out
+
+    # set by the pair test: the positions of each text's tokens in a pair's result
+    first_of_pair: Any = None
+    second_of_pair: Any = None
+
+    def close(self) -> None:
+        self.lib.emb_tokenizer_free(self.handle)
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    path = tmp_path_factory.mktemp("tokenizer_build") / "libtokenizer.so"
+    gcc(["-O2", "-shared", "-fPIC", *CFLAGS, *SOURCES, "-o", path])
+    lib = ctypes.CDLL(str(path))
+    lib.emb_tokenizer_from_bundle_bytes.argtypes = [
+        ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32,
+        ctypes.c_int32,
+    ]
+    lib.emb_tokenizer_encode_ex.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+        ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
+    ]
+    lib.emb_utf8_offsets_to_chars.argtypes = [
+        ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+    ]
+    lib.emb_tokenizer_free.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def c_tok(lib: ctypes.CDLL, kind: str) -> Iterator[CTokenizer]:
+    tok = CTokenizer(lib, FIXTURES / kind)
+    yield tok
+    tok.close()
+
+
+def hf_tokenizer(kind: str, max_length: int = MAX_LENGTH) -> Tokenizer:
+    tok = Tokenizer.from_file(str(FIXTURES / kind / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length)
+    return tok
+
+
+@pytest.fixture(scope="module")
+def hf_tok(kind: str) -> Tokenizer:
+    return hf_tokenizer(kind)
+
+
+@pytest.fixture(scope="module")
+def words(kind: str) -> list[str]:
+    """The fixture's vocabulary as text (Unigram's ▁ and byte-level's Ġ alphabet undone)."""
+    spec = json.loads((FIXTURES / kind / "tokenizer.json").read_text(encoding="utf-8"))
+    model = spec["model"]
+    if model["type"] == "Unigram":
+        return [p.replace("\u2581", "") for p, _ in model["vocab"] if p.strip("\u2581")]
+    chars = {c: b for b, c in enumerate(_byte_alphabet())}
+    out = []
+    for t in model["vocab"]:
+        try:
+            out.append(bytes(chars[c] for c in t).decode("utf-8"))
+        except (KeyError, UnicodeDecodeError):
+            continue
+    return [w for w in out if w.strip()]
+
+
+def _byte_alphabet() -> list[str]:
+    bs = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    cs, n = list(bs), 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return [chr(c) for _, c in sorted(zip(bs, cs, strict=True))]
+
+
+def hf_results(hf: Tokenizer, texts: Sequence[str]) -> list[Result]:
+    return [(e.ids, e.type_ids, [tuple(o) for o in e.offsets])  # type: ignore[misc]
+            for e in hf.encode_batch(list(texts))]
+
+
+def assert_same(texts: Sequence[str | bytes], got: Sequence[Any], want: Sequence[Any]) -> None:
+    bad = [i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+    if bad:
+        lines = [f"{len(bad)} of {len(texts)} texts differ; the first ones:"]
+        for i in bad[:5]:
+            text = repr(texts[i])
+            lines.append(f"  {text[:300]}\n    C:          {str(got[i])[:400]}\n"
+                         f"    tokenizers: {str(want[i])[:400]}")
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+def c_results(c: CTokenizer, texts: Sequence[str | bytes]) -> list[Result]:
+    out = []
+    for t in texts:
+        status, _, r = c.encode(t)
+        assert status == EMB_STATUS_OK, (status, t)
+        out.append(r)
+    return out
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+EXAMPLES = [
+    "", " ", "  ", "a", "Hello world!", "  leading and trailing  ", "tab\there\nnew\r\nline",
+    "Ça va? Gruß, ÅNGSTRÖM, İstanbul, ǅ, ß", "日本語のテキストと中文", "한국어 텍스트 각 ㄱ",
+    "ﬀ\u0301 ™ ① ＡＢＣ ㍿ ½", "e\u0301 e\u0316\u0301 \u0340\u0301 \u1e0b\u0323", "a\r\nb\rc\nd",
+    "\u0600a \u0958\u0301 क्\u0958\u0301", "👩\u200d💻 🇫🇷🇩🇪 ✌🏽 #\ufe0f\u20e3",
+    "don't I'LL we've 'S 'ſ", "12 345 6789012", "<s> <mask> </s> [MASK] [CLS]x[SEP]",
+    " <mask>y", "x   <mask>", "|||IP_ADDRESS||| |||EMAIL_ADDRESS|||", "a" * 300,
+    "word " * 200, "\x00\x01\x7f\u200b\ufeff\u00ad", "mixed\u3000space\u00a0nbsp\u2028ls",
+]
+
+
+def test_examples(c_tok: CTokenizer, hf_tok: Tokenizer) -> None:
+    assert_same(EXAMPLES, c_results(c_tok, EXAMPLES), hf_results(hf_tok, EXAMPLES))
+
+
+def test_random_strings(c_tok: CTokenizer, hf_tok: Tokenizer, words: list[str], kind: str) -> None:
+    texts = random_texts(N_RANDOM, SEED + KINDS.index(kind), words)
+    assert_same(texts, c_results(c_tok, texts), hf_results(hf_tok, texts))
+
+
+def test_invalid_utf8(c_tok: CTokenizer, hf_tok: Tokenizer, words: list[str], kind: str) -> None:
+    data = random_bytes(max(2000, N_RANDOM // 5), SEED + 7, random_texts(500, SEED + 1, words))
+    got = c_results(c_tok, data)
+    want = hf_results(hf_tok, [d.decode("utf-8", "replace") for d in data])
+    assert_same(data, got, want)
+
+
+def catalog_texts(limit: int, seed: int) -> list[str]:
+    files = sorted(glob.glob("/usr/share/locale/*/LC_MESSAGES/*.mo"))
+    if not files:
+        pytest.skip("no gettext catalogs under /usr/share/locale")
+    rng = random.Random(seed)
+    texts: list[str] = []
+    for path in rng.sample(files, min(len(files), 400)):
+        try:
+            with open(path, "rb") as f:
+                catalog = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, IndexError):
+            continue
+        values = sorted(v for v in catalog.values() if isinstance(v, str) and v)
+        texts += rng.sample(values, min(len(values), 60))
+    rng.shuffle(texts)
+    return texts[:limit]
+
+
+def test_gettext_catalogs(c_tok: CTokenizer, hf_tok: Tokenizer) -> None:
+    """Translated sentences of the machine's gettext catalogs (dozens of languages and scripts)."""
+    texts = catalog_texts(max(4000, N_RANDOM // 2), SEED)
+    joined = ["\n".join(texts[i : i + 40]) for i in range(0, 2000, 40)]  # long multilingual texts
+    all_texts = texts + joined
+    assert_same(all_texts, c_results(c_tok, all_texts), hf_results(hf_tok, all_texts))
+
+
+@pytest.mark.parametrize("max_length", [3, 8, 64, 257])
+def test_long_texts_and_truncation(lib: ctypes.CDLL, kind: str, words: list[str],
+                                   max_length: int) -> None:
+    c = CTokenizer(lib, FIXTURES / kind, max_length)
+    hf = hf_tokenizer(kind, max_length)
+    full_hf = Tokenizer.from_file(str(FIXTURES / kind / "tokenizer.json"))
+    full_hf.no_truncation()
+    rng = random.Random(max_length)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(1, 400))) for _ in range(150)]
+    texts += random_texts(150, max_length, words)
+    try:
+        assert_same(texts, c_results(c, texts), hf_results(hf, texts))
+        for t in texts[:100]:
+            n_full = len(full_hf.encode(t).ids)
+            status, full, _ = c.encode(t, truncate=False)
+            assert full == n_full, t
+            assert status == (EMB_STATUS_TOO_LONG if n_full > max_length else EMB_STATUS_OK), t
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("strategy", ["longest_first", "only_first", "only_second"])
+def test_pairs(lib: ctypes.CDLL, kind: str, words: list[str], strategy: str) -> None:
+    """Pairs with the fixture's pair template, type ids and offsets, truncated at 48."""
+    spec = json.loads((FIXTURES / kind / "tokenizer.json").read_text(encoding="utf-8"))
+    if strategy != "longest_first":
+        spec["truncation"] = {"direction": "Right", "max_length": 48, "strategy":
+                              {"only_first": "OnlyFirst", "only_second": "OnlySecond"}[strategy],
+                              "stride": 0}
+    with tempfile.TemporaryDirectory() as d:  # tokenizer_tables reads a directory
+        (Path(d) / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+        c = CTokenizer(lib, Path(d), 48)
+        hf = Tokenizer.from_file(str(Path(d) / "tokenizer.json"))
+    hf.no_padding()
+    hf.enable_truncation(48, strategy=strategy)
+    rng = random.Random(strategy)
+    pairs = [(" ".join(rng.choice(words) for _ in range(rng.randrange(0, 40))),
+              " ".join(rng.choice(words) for _ in range(rng.randrange(0, 40)))) for _ in range(400)]
+    try:
+        for a, b in pairs:
+            try:
+                e = hf.encode(a, b)
+            except Exception:  # tokenizers: "sequence to truncate too short"
+                status, _, _ = c.encode(a, b)
+                assert status == EMB_STATUS_TOO_LONG, (a, b)
+                continue
+            seq = e.sequence_ids
+            c.first_of_pair = lambda n, s=seq: [i for i in range(n) if s[i] == 0]
+            c.second_of_pair = lambda n, s=seq: [i for i in range(n) if s[i] == 1]
+            status, _, got = c.encode(a, b)
+            assert status == EMB_STATUS_OK, (a, b)
+            want = (e.ids, e.type_ids, [tuple(o) for o in e.offsets])
+            assert got == want, (a, b)
+    finally:
+        c.close()
+
+
+def test_sanitizers(tmp_path: Path, kind: str, words: list[str]) -> None:
+    """A sample through the tokenizer_driver built with ASan + UBSan: same results as tokenizers."""
+    driver = tmp_path / "tokenizer_driver_asan"
+    try:
+        gcc(["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", *CFLAGS,
+             REPO / "tests" / "runtime" / "tokenizer_driver.c", *SOURCES, "-o", driver])
+    except subprocess.CalledProcessError as e:
+        pytest.skip(f"gcc cannot build with sanitizers here: {e.stderr[-300:]}")
+    meta, tensors, n_vocab = tokenizer_tables(FIXTURES / kind)
+    bundle = tmp_path / "tokenizer.emb"
+    bundle.write_bytes(bundle_bytes(meta, tensors))
+    texts: list[str | bytes] = [*EXAMPLES, *random_texts(1500, SEED + 3, words)]
+    texts += random_bytes(300, SEED + 4, random_texts(100, SEED + 5, words))
+    data = [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
+    stdin = b"".join(struct.pack("<I", len(d)) + d for d in data)
+    run = subprocess.run([driver, "bundle", bundle, str(n_vocab), str(MAX_LENGTH), "0"],
+                         input=stdin, capture_output=True, check=True)
+    out, pos, got = run.stdout, 0, []
+    for d in data:
+        status, _, n = struct.unpack_from("<3i", out, pos)
+        pos += 12
+        assert status == EMB_STATUS_OK, d
+        vals = struct.unpack_from(f"<{4 * n}I", out, pos)
+        pos += 16 * n
+        ids, types, offs = list(vals[:n]), list(vals[n : 2 * n]), vals[2 * n :]
+
+        def chars(p: int, d: bytes = d) -> int:  # a character boundary: decoding the prefix agrees
+            return len(d[:p].decode("utf-8", "replace"))
+
+        got.append((ids, types, [(chars(offs[2 * i]), chars(offs[2 * i + 1])) for i in range(n)]))
+    assert pos == len(out)
+    want = hf_results(hf_tokenizer(kind), [d.decode("utf-8", "replace") for d in data])
+    assert_same(data, got, want)
+
+
+# --- the bundle writer refuses what the engine does not implement ------------------------------
+
+def _with(kind: str, tmp_path: Path, edit: Any) -> Path:
+    spec = json.loads((FIXTURES / kind / "tokenizer.json").read_text(encoding="utf-8"))
+    edit(spec)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("base", "edit", "name"),
+    [
+        ("xlmr-unigram", lambda s: s.update(normalizer={"type": "NFKC"}), "the normalizer NFKC"),
+        ("roberta-bpe", lambda s: s.update(pre_tokenizer={
+            "type": "Split", "pattern": {"Regex": r"\w+"}, "behavior": "Isolated",
+            "invert": False}), "the pre-tokenizer Split with the regex"),
+        ("roberta-bpe", lambda s: s.update(pre_tokenizer={"type": "Digits",
+                                                          "individual_digits": True}),
+         "the pre-tokenizer Digits"),
+        ("roberta-bpe", lambda s: s["model"].update(dropout=0.1), "BPE dropout 0.1"),
+        ("roberta-bpe", lambda s: s["model"].update(continuing_subword_prefix="##"),
+         "continuing_subword_prefix"),
+        ("modernbert-bpe", lambda s: s["added_tokens"][-1].update(single_word=True),
+         "single_word"),
+        ("xlmr-unigram", lambda s: s.update(post_processor={"type": "Weird"}),
+         "the post-processor Weird"),
+        ("xlmr-unigram", lambda s: s["model"].update(unk_id=None), "without unk_id"),
+    ],
+)
+def test_refused_components(tmp_path: Path, base: str, edit: Any, name: str) -> None:
+    with pytest.raises(UnsupportedArchitecture, match=name) as info:
+        tokenizer_tables(_with(base, tmp_path, edit))
+    assert "backend='onnx'" in str(info.value)
