@@ -40,13 +40,13 @@
  *        pooling           "mean" or "cls";  normalize  "true" or "false"
  *        quantization      "int8-block32"  (scheme below; docs/quantization.md)
  *        weight_layout     "n4k4"          (packing below)
- *        tokenizer         "wordpiece"
+ *        tokenizer         "wordpiece", "unigram" or "bpe" (their tables: below)
  *        tokenizer.lowercase, tokenizer.strip_accents, tokenizer.handle_chinese_chars,
- *        tokenizer.clean_text            "true" or "false"
+ *        tokenizer.clean_text            "true" or "false"             (wordpiece)
  *        tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id,
- *        tokenizer.max_input_chars_per_word   decimal integers
+ *        tokenizer.max_input_chars_per_word   decimal integers          (wordpiece)
  *        data_crc32        CRC-32 (zlib's polynomial) of the whole data region, 8 hex digits
- *  4. every other key names a tensor: {"dtype":"F32"|"I8"|"U8","shape":[...],
+ *  4. every other key names a tensor: {"dtype":"F32"|"I8"|"U8"|"I32"|"F64","shape":[...],
  *     "data_offsets":[begin,end]}, offsets relative to the data region. The writer places
  *     every tensor at a 64-byte-aligned offset; F32 tensors must be at least 4-aligned.
  *  5. the data region: bytes 8 + H .. end of file, tensors back to back in header order.
@@ -63,7 +63,28 @@
  *    layers.l.ffn.up           linear, N = F,  K = C
  *    layers.l.ffn.down         linear, N = C,  K = F
  *    layers.l.ffn.norm.weight / .bias               F32 (C)
- *    tokenizer.vocab           U8  (bytes)  the tokens joined by '\n'; id = line index
+ *    tokenizer.vocab           U8  (bytes)  the tokens joined by '\n'; id = line index (wordpiece)
+ *
+ * Unigram and BPE tokenizers (written by python/edgembed/export/tokenizer_tables.py from
+ * tokenizer.json; read by runtime/src/tokenizer_bundle.c; k = a step's index, from 0):
+ *    tokenizer.vocab           U8  all token texts back to back, by id (model and added tokens)
+ *    tokenizer.vocab_offsets   I32 (n_vocab + 1)  token i is vocab[off[i] .. off[i+1])
+ *    tokenizer.scores          F64 (n_model)      unigram log probabilities
+ *    tokenizer.merges          I32 (n, 3)         bpe: left id, right id, merged id; rank = row
+ *    tokenizer.added           I32 (n, 4)         id, flags (1 single_word, 2 lstrip, 4 rstrip,
+ *                                                 8 normalized, 16 special), start, end of the
+ *                                                 text matched in tokenizer.added_text (U8)
+ *    tokenizer.template.single / .pair  I32 (k, 2)  (item, type id): item >= 0 a special
+ *                                                 token's id, -1 the first text, -2 the second
+ *    tokenizer.normalizers.k.data / .content       U8 a step's charsmap or pattern / replacement
+ *    tokenizer.pre_tokenizers.k.replacement / .literal   U8 Metaspace's character / a literal
+ *  with the metadata tokenizer.n_model, tokenizer.unk_id (absent: none), tokenizer.byte_fallback,
+ *  .fuse_unk, .ignore_merges, .trim_offsets, .trim_add_prefix_space ("true"/"false"),
+ *  tokenizer.normalizers (steps, space-separated: precompiled nfc strip replace lowercase
+ *  prepend), tokenizer.pre_tokenizers (whitespace_split metaspace byte_level split), each
+ *  step's options as tokenizer.<normalizers|pre_tokenizers>.k.<option>, tokenizer.truncation
+ *  (longest_first, only_first, only_second) and tokenizer.truncation_side (right, left).
+ *  docs/tokenizer.md lists what each means.
  *
  * A linear layer y = x W^T + b with W (N, K), N % 4 == 0, K % 32 == 0, is stored as
  *    NAME.q      I8  (N/4, K/4, 4, 4)   q[g][j][r][c] = round_half_even(W[4g+r][4j+c] / s)

@@ -190,7 +190,8 @@ def write_bundle(
         raise UnsupportedArchitecture(
             f"hidden size {c} / FFN size {f} must be multiples of {BLOCK}"
         )
-    if n_tokens != v:
+    # WordPiece vocabularies are the embedding's rows; Unigram / BPE ones may be fewer (padded)
+    if n_tokens > v or (tok_meta["tokenizer"] == "wordpiece" and n_tokens != v):
         raise InvalidModelDir(f"{hf_dir}: vocabulary has {n_tokens} tokens, config says {v}")
     if not 2 <= max_length <= p:
         raise InvalidModelDir(
@@ -233,7 +234,10 @@ def write_bundle(
         *tok_tensors,
     ]
 
-    dtypes = {np.dtype(np.float32): "F32", np.dtype(np.int8): "I8", np.dtype(np.uint8): "U8"}
+    dtypes = {
+        np.dtype(np.float32): "F32", np.dtype(np.int8): "I8", np.dtype(np.uint8): "U8",
+        np.dtype(np.int32): "I32", np.dtype(np.float64): "F64",
+    }
     entries: dict[str, Any] = {}
     chunks: list[bytes] = []
     offset = 0
