@@ -58,6 +58,17 @@ int32_t emb_model_tokenize_wasm(const emb_model *model, const char *utf8, size_t
     return emb_model_tokenize(model, utf8, len, truncate, ids, cap, n_ids, n_full);
 }
 
+EXPORT(emb_model_tokenize_ex_wasm)
+int32_t emb_model_tokenize_ex_wasm(const emb_model *model, const char *utf8, size_t len, const char *pair, size_t pair_len,
+                                   int32_t truncate, int32_t *ids, int32_t *type_ids, uint32_t *offsets, size_t cap,
+                                   size_t *n_ids, size_t *n_full) {
+    return emb_model_tokenize_ex(model, utf8, len, pair, pair_len, truncate, ids, type_ids, offsets, cap, n_ids, n_full);
+}
+EXPORT(emb_utf8_offsets_to_chars_wasm)
+int32_t emb_utf8_offsets_to_chars_wasm(const char *utf8, size_t len, uint32_t *offsets, size_t n, int32_t utf16) {
+    return emb_utf8_offsets_to_chars(utf8, len, offsets, n, utf16);
+}
+
 EXPORT(emb_context_init_wasm) int32_t emb_context_init_wasm(emb_context **out, const emb_model *model, size_t max_tokens) {
     return emb_context_init(out, model, max_tokens);
 }

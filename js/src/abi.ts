@@ -115,6 +115,8 @@ export const EXPORTS = Object.freeze({
   emb_model_get_info_wasm: { params: ["model", "info"], returns: "void" },
   emb_model_get_meta_wasm: { params: ["model", "key", "len"], returns: "i32" },
   emb_model_tokenize_wasm: { params: ["model", "utf8", "len", "truncate", "ids", "cap", "n_ids", "n_full"], returns: "i32" },
+  emb_model_tokenize_ex_wasm: { params: ["model", "utf8", "len", "pair", "pair_len", "truncate", "ids", "type_ids", "offsets", "cap", "n_ids", "n_full"], returns: "i32" },
+  emb_utf8_offsets_to_chars_wasm: { params: ["utf8", "len", "offsets", "n", "utf16"], returns: "i32" },
   emb_context_init_wasm: { params: ["out", "model", "max_tokens"], returns: "i32" },
   emb_context_free_wasm: { params: ["ctx"], returns: "void" },
   emb_context_max_tokens_wasm: { params: ["ctx"], returns: "i32" },

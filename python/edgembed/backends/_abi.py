@@ -259,6 +259,15 @@ FUNCTIONS: Mapping[str, Function] = {
         "emb_status", "const emb_model *model", "const char *utf8", "size_t len", "int truncate",
         "int32_t *ids", "size_t cap", "size_t *n_ids", "size_t *n_full",
     ),
+    "emb_model_tokenize_ex": _f(
+        "emb_status", "const emb_model *model", "const char *utf8", "size_t len",
+        "const char *pair", "size_t pair_len", "int truncate", "int32_t *ids",
+        "int32_t *type_ids", "uint32_t *offsets", "size_t cap", "size_t *n_ids", "size_t *n_full",
+    ),
+    "emb_utf8_offsets_to_chars": _f(
+        "emb_status", "const char *utf8", "size_t len", "uint32_t *offsets", "size_t n",
+        "int utf16",
+    ),
     "emb_context_init": _f(
         "emb_status", "emb_context **out", "const emb_model *model", "size_t max_tokens"
     ),
@@ -340,6 +349,8 @@ _WRAPPED = (
     "emb_model_get_info",
     "emb_model_get_meta",
     "emb_model_tokenize",
+    "emb_model_tokenize_ex",
+    "emb_utf8_offsets_to_chars",
     "emb_context_init",
     "emb_context_free",
     "emb_context_max_tokens",
