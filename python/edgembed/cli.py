@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from ._unicode import argv_text
 from .errors import EdgembedError, InputError
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS
 from .io.progress import ProgressBar
@@ -237,7 +238,7 @@ def _run_embed(args: argparse.Namespace) -> int:
             prefix = embedder.manifest.document_prefix
         rows: Iterable[Row] = (
             _texts_of(source) if source is not None
-            else (Row(i, t) for i, t in enumerate(args.texts)))
+            else (Row(i, argv_text(t)) for i, t in enumerate(args.texts)))
         if source is not None:
             output.id_type = source.id_type
             reader = source
@@ -485,7 +486,7 @@ def _similarity_args(p: argparse.ArgumentParser) -> None:
 
 def _run_similarity(args: argparse.Namespace) -> int:
     embedder = _load(args)
-    vectors = embedder.embed([args.first, *args.others])
+    vectors = embedder.embed([argv_text(t) for t in (args.first, *args.others)])
     for value in vectors[1:] @ vectors[0]:
         print(f"{float(value):.6f}")
     return 0

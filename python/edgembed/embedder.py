@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from . import env
 from ._corpus import calibration_texts
 from ._tokenize import HFTokenizer, Tokenizer
+from ._unicode import well_formed
 from .backends import Backend
 from .backends._engine import BundleSource
 from .backends.choice import (
@@ -97,9 +98,10 @@ def plan_batches(
 
 
 def _as_texts(texts: str | Iterable[str], start: int = 0) -> list[str]:
-    """A list of texts; a single string is one text. Non-strings raise TypeError by index."""
+    """A list of well-formed texts; a single string is one text. Non-strings raise TypeError
+    by index."""
     if isinstance(texts, str):
-        return [texts]
+        return [well_formed(texts)]
     if isinstance(texts, (bytes, bytearray)):
         raise TypeError("texts must be a str or an iterable of str, not bytes; decode it first")
     try:
@@ -111,6 +113,7 @@ def _as_texts(texts: str | Iterable[str], start: int = 0) -> list[str]:
     for i, t in enumerate(items):
         if not isinstance(t, str):
             raise TypeError(f"texts[{start + i}] is {type(t).__name__}, not str")
+        items[i] = well_formed(t)  # lone surrogates read as U+FFFD on every host (_unicode)
     return items
 
 

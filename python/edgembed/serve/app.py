@@ -38,6 +38,7 @@ import numpy as np
 from .. import __version__
 from ..batching import AdaptiveBatcher
 from ..errors import BackendUnavailable, DeadlineExceeded, EdgembedError, ModelNotFound
+from .asgi import HeadMiddleware
 from .auth import PUBLIC_PATHS, AuthMiddleware, KeyChecker
 from .errors import InvalidJSON, NotJSON, error_body, family_of, render_error, status_error
 from .limits import BodyLimitMiddleware, check_inputs
@@ -175,7 +176,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
             # In-flight requests have finished (uvicorn waits for them); compute what is queued.
             await state.batcher.aclose(drain=True)
 
-    middleware = [Middleware(MetricsMiddleware, metrics=metrics)]
+    middleware = [Middleware(MetricsMiddleware, metrics=metrics), Middleware(HeadMiddleware)]
     if settings.cors_origins:
         middleware.insert(0, Middleware(
             CORSMiddleware,

@@ -122,6 +122,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     net.add_argument("--graceful-timeout", type=_arg(parse_duration_ms), default="30s",
                      metavar="DURATION",
                      help="on SIGTERM, how long in-flight requests may take (default: 30s)")
+    net.add_argument("--read-timeout", type=_arg(parse_duration_ms), default="10s",
+                     metavar="DURATION",
+                     help="a request's headers must arrive within DURATION, and its body at "
+                          "16 KiB/s on average after that, else 408 (default: 10s)")
 
     batch = p.add_argument_group("batching")
     batch.add_argument("--latency-target", type=_arg(parse_duration_ms), default="50ms",
@@ -192,6 +196,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         cors_origins=tuple(args.cors_origin),
         served_model_names=tuple(args.served_model_name),
         graceful_timeout_s=args.graceful_timeout / 1000.0,
+        read_timeout_s=args.read_timeout / 1000.0,
     )
 
 

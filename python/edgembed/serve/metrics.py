@@ -13,10 +13,14 @@ from collections.abc import Iterable
 
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["CONTENT_TYPE", "DURATION_BOUNDS_S", "HttpMetrics", "MetricsMiddleware"]
+__all__ = ["CONTENT_TYPE", "DURATION_BOUNDS_S", "METHODS", "HttpMetrics", "MetricsMiddleware"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DURATION_BOUNDS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+# The method label's values: any other method name a client sends counts as "other", so
+# junk requests cannot grow the label set (every label value is a new time series).
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 # Why a request was refused before or instead of being embedded, by status.
 REJECTION_REASONS = {
@@ -88,7 +92,8 @@ class HttpMetrics:
 
     def observe(self, path: str, method: str, status: int, seconds: float) -> None:
         route = self.route_of(path)
-        key = (route, method, str(status))
+        key = (route, method if method in METHODS else "other", str(status) if
+               100 <= status <= 599 else "other")
         self.requests[key] = self.requests.get(key, 0) + 1
         hist = self.durations.get(route)
         if hist is None:

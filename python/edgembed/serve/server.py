@@ -61,10 +61,12 @@ def uvicorn_config(
     kwargs: dict[str, Any] = {}
     if not configure_logging:
         kwargs["log_config"] = None
+    from .protocol import timed_protocol
+
     return uvicorn.Config(
-        app,
+        _KeepConnection(app),
         lifespan="on",
-        http="h11",
+        http=timed_protocol(settings.read_timeout_s),
         ws="none",
         log_level=log_level,
         access_log=access_log,
@@ -72,6 +74,35 @@ def uvicorn_config(
         server_header=False,
         **kwargs,
     )
+
+
+class _KeepConnection:
+    """Keeps the connection of a request whose error was already answered.
+
+    The app answers every unexpected exception with a 500 (and logs it), but Starlette raises
+    it again afterwards, and uvicorn then closes the connection: a keep-alive client would see
+    its next request fail on a reset socket. An exception after a complete response is
+    therefore swallowed here; one before any response still reaches uvicorn (which answers
+    500).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        complete = False
+
+        async def tracking_send(message: Any) -> None:
+            nonlocal complete
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                complete = True
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            if not complete:
+                raise
 
 
 class _Server(uvicorn.Server):

@@ -66,19 +66,40 @@ def parse_size(text: str | int) -> int:
 
 
 def keys_from_env(environ: dict[str, str] | None = None) -> tuple[str, ...]:
-    """API keys from ``EDGEMBED_API_KEYS``: comma- or whitespace-separated."""
-    raw = (os.environ if environ is None else environ).get(API_KEYS_ENV, "")
-    return tuple(k for k in re.split(r"[,\s]+", raw) if k)
+    """API keys from ``EDGEMBED_API_KEYS``: comma- or whitespace-separated.
+
+    Unset: no keys. Set, it must hold at least one key: a variable that is set but empty or
+    only separators (``" , "``, an unset substitution in a deployment file) asked for keys
+    and got none, and serving without authentication then would be the wrong guess.
+    """
+    raw = (os.environ if environ is None else environ).get(API_KEYS_ENV)
+    if raw is None:
+        return ()
+    keys = tuple(k for k in re.split(r"[,\s]+", raw) if k)
+    if not keys:
+        raise InputError(f"{API_KEYS_ENV} is set but holds no key ({raw!r}); put the keys in "
+                         f"it (comma-separated), or unset it to serve without authentication")
+    return keys
 
 
 def keys_from_file(path: str) -> tuple[str, ...]:
-    """API keys from a file, one per line; blank lines and ``#`` comments are skipped."""
+    """API keys from a file, one per line; blank lines and ``#`` comments are skipped.
+
+    A file without a single key is refused: asking for keys and getting none must not turn
+    authentication off.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
-    except OSError as exc:
-        raise InputError(f"cannot read the API key file {path}: {exc.strerror}") from None
-    return tuple(s for s in (ln.strip() for ln in lines) if s and not s.startswith("#"))
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        raise InputError(f"cannot read the API key file {path}: {why}") from None
+    keys = tuple(s for s in (ln.strip() for ln in lines) if s and not s.startswith("#"))
+    if not keys:
+        raise InputError(f"the API key file {path} holds no key (only blank lines or "
+                         "comments); write one key per line, or drop --api-key-file to serve "
+                         "without authentication")
+    return keys
 
 
 @dataclass(frozen=True)
@@ -97,6 +118,9 @@ class ServeSettings:
     Security: ``api_keys`` (empty: no authentication), ``cors_origins`` (empty: no CORS
     headers; ``"*"`` allows any origin). ``served_model_names``: the names clients may put in
     ``model`` besides the model's own name.
+
+    Slow clients: a request's headers must arrive within ``read_timeout_s``, and its body at
+    16 KiB/s on average after that (else 408; ``protocol.py``).
     """
 
     host: str = "127.0.0.1"
@@ -116,6 +140,7 @@ class ServeSettings:
     cors_origins: tuple[str, ...] = ()
     served_model_names: tuple[str, ...] = ()
     graceful_timeout_s: float = 30.0
+    read_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         for name in ("max_queue", "workers", "max_inputs", "max_input_chars", "max_body_bytes"):
@@ -129,6 +154,8 @@ class ServeSettings:
             raise InputError(f"max_batch_tokens must be at least 1, not {self.max_batch_tokens}")
         if not self.graceful_timeout_s > 0:
             raise InputError("graceful_timeout_s must be positive")
+        if not self.read_timeout_s > 0:
+            raise InputError("read_timeout_s must be positive")
         for key in self.api_keys:
             if not key or any(c.isspace() for c in key):
                 raise InputError("API keys must be non-empty and contain no whitespace")
