@@ -13,12 +13,23 @@ the tokenizer's own unless it already has one, exactly as sentence-transformers 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import InputTooLong, InvalidModelDir
 
-__all__ = ["EngineTokenizer", "HFTokenizer", "Tokenizer", "load_tokenizer"]
+__all__ = [
+    "BOUNDED_FROM",
+    "EngineTokenizer",
+    "HFTokenizer",
+    "Tokenizer",
+    "encode_truncated",
+    "load_tokenizer",
+    "prefixes",
+    "safe_prefix",
+]
 
 
 class Tokenizer(Protocol):
@@ -87,9 +98,25 @@ class HFTokenizer:
     ) -> tuple[list[list[int]], int]:
         if not texts:
             return [], 0
+        limit = BOUNDED_FROM * self.max_length
         if truncate:
-            encs = self._truncating.encode_batch(texts)
+            if all(len(t) <= limit for t in texts):
+                encs = self._truncating.encode_batch(texts)
+            else:  # long texts by a bounded prefix (encode_truncated)
+                encs = [e if e is not None else encode_truncated(
+                            self._full, self._truncating, t, self.max_length)
+                        for t, e in zip(texts, self._short_encodings(texts, limit),
+                                        strict=True)]
             return [e.ids for e in encs], sum(1 for e in encs if e.overflowing)
+        if check:  # a long text's prefix may already show it is too long
+            for i, t in enumerate(texts):
+                for prefix in prefixes(t, self.max_length):
+                    n = len(self._full.encode(prefix).ids)
+                    if n > self.max_length:
+                        raise InputTooLong(
+                            f"texts[{start + i}] has more than {n} tokens, over the model's "
+                            f"max length {self.max_length}; shorten it or embed with "
+                            "truncation on")
         encs = self._full.encode_batch(texts)
         ids = [e.ids for e in encs]
         for i, seq in enumerate(ids if check else ()):
@@ -102,6 +129,13 @@ class HFTokenizer:
 
     def count(self, texts: list[str], truncate: bool) -> list[int]:
         return [len(ids) for ids in self.encode(texts, truncate=truncate, check=False)[0]]
+
+    def _short_encodings(self, texts: list[str], limit: int) -> list[Any]:
+        """Truncating encodings of the texts within ``limit`` characters (in one batch), None
+        in the places of the others."""
+        short = [t for t in texts if len(t) <= limit]
+        encs = iter(self._truncating.encode_batch(short) if short else [])
+        return [next(encs) if len(t) <= limit else None for t in texts]
 
 
 class EngineTokenizer:
@@ -135,3 +169,51 @@ class EngineTokenizer:
     def count(self, texts: list[str], truncate: bool) -> list[int]:
         counts: list[int] = self._backend.count_tokens(texts, truncate)
         return counts
+
+
+# --- long texts: tokenize a bounded prefix -----------------------------------------------------
+#
+# Truncation keeps a text's first max_length tokens, so tokenizing all of a 50 MB line only to
+# drop nearly everything costs gigabytes (``tokenizers`` keeps alignments per byte) for nothing.
+# A text longer than BOUNDED_FROM characters per token of max_length is tokenized by a prefix
+# instead: the prefix ends where a run of ASCII whitespace (space, tab, CR, LF) begins, a
+# boundary every supported pipeline keeps (BERT's normalizer and pre-tokenizer split there and
+# change characters one at a time; Metaspace and byte-level pre-tokenizers start a new word at
+# a space; NFD/NFKC never compose across a space). Tokens before such a cut are the full
+# text's tokens, so once the prefix has more tokens than truncation keeps, its truncated
+# encoding *is* the full text's. Otherwise the prefix grows four times, up to the whole text.
+# tests/python/attack/test_attack_long_text.py checks the ids against full tokenization.
+
+BOUNDED_FROM = 16  # characters per token of max_length before a text is tokenized by prefix
+_CUT = re.compile(r"(?<![ \t\r\n])[ \t\r\n]")  # where a run of ASCII whitespace begins
+
+
+def safe_prefix(text: str, at_least: int) -> str | None:
+    """The shortest prefix of ``text`` of at least ``at_least`` characters that ends before a
+    run of ASCII whitespace; None when there is none (the whole text is then needed)."""
+    m = _CUT.search(text, max(at_least, 1))
+    return text[: m.start()] if m else None
+
+
+def prefixes(text: str, max_length: int) -> Iterator[str]:
+    """The prefixes to try, shortest first, for truncating ``text`` at ``max_length`` tokens:
+    nothing for a text short enough to tokenize whole."""
+    size = BOUNDED_FROM * max_length
+    while size < len(text):
+        prefix = safe_prefix(text, size)
+        if prefix is None:
+            return
+        yield prefix
+        size = 4 * max(size, len(prefix))
+
+
+def encode_truncated(full: Any, truncating: Any, text: str, max_length: int) -> Any:
+    """``truncating.encode(text)``, computed on a prefix of ``text`` when one suffices.
+
+    ``full`` is the same tokenizer without truncation: a prefix suffices when it has more
+    tokens than ``max_length`` (so truncation cuts inside it, before the cut).
+    """
+    for prefix in prefixes(text, max_length):
+        if len(full.encode(prefix).ids) > max_length:
+            return truncating.encode(prefix)
+    return truncating.encode(text)

@@ -33,6 +33,7 @@ from .errors import EdgembedError, InputError
 from .io.formats import INPUT_FORMATS, OUTPUT_FORMATS
 from .io.progress import ProgressBar
 from .io.readers import Row, RowReader
+from .io.storage import same_file
 
 if TYPE_CHECKING:
     from .embedder import Embedder
@@ -216,6 +217,10 @@ def _run_embed(args: argparse.Namespace) -> int:
     for opt, fmts in (("field", ("jsonl",)), ("column", ("csv", "parquet"))):
         if getattr(args, opt) and args.input is None:
             raise _Usage(f"--{opt} applies to -i FILE ({'/'.join(fmts)})")
+    if args.input not in (None, "-") and args.output not in (None, "-") \
+            and same_file(args.input, args.output):
+        raise InputError(f"-o {args.output} is the input file: writing it would destroy the "
+                         "input; choose another output")
     source = None
     if args.input is not None:
         source = RowReader(args.input, args.input_format, field=args.field, column=args.column,

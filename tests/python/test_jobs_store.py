@@ -139,7 +139,8 @@ def test_store_isolates_owners_pages_and_guards_state(store: JobStore) -> None:
     with pytest.raises(JobConflict):
         store.request_cancel("alice", batch.id)
     assert store.delete_file("alice", ids[0])
-    reopened = JobStore(store.root)  # durable: another process sees the same state
+    store.close()  # one store per directory at a time (its lock); closing twice is harmless
+    reopened = JobStore(store.root)  # durable: the next server sees the same state
     again = reopened.get_batch("alice", batch.id)
     reopened.close()
     assert again is not None and again.status == "cancelled"

@@ -132,6 +132,11 @@ class Engine:
         self.host = host
         self._model = self._ctx = 0
         name, size, data = open_bundle(bundle)
+        if size == 0:
+            if not isinstance(data, memoryview):
+                data.close()
+            raise BundleError(f"{name} is empty (0 bytes), not a bundle; write it again with "
+                              "`embed bundle MODEL`")
         self.source = name
         # the model references the bundle in wasm memory for its whole life
         self._bundle_ptr = self._alloc(max(size, 1))

@@ -241,6 +241,9 @@ class NativeBackend:
             size = path.stat().st_size
         except OSError as exc:
             raise BundleError(f"{path}: {exc}") from None
+        if size == 0:
+            raise BundleError(f"{path} is empty (0 bytes), not a bundle; write it again with "
+                              "`embed bundle MODEL`")
         # the model references the bundle's bytes: keep them alive, 64-byte aligned, read once
         self._buf = np.empty(size + 64, dtype=np.uint8)
         off = -self._buf.ctypes.data % 64

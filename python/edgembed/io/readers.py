@@ -28,7 +28,7 @@ from ..errors import InputError
 from .formats import input_format, pyarrow_parquet
 from .storage import Location
 
-__all__ = ["STDIN", "Row", "RowReader", "nonblank_lines"]
+__all__ = ["STDIN", "Row", "RowReader", "TooDeep", "loads", "nonblank_lines", "top_level_string"]
 
 STDIN = "-"
 _PARQUET_BATCH = 1024
@@ -163,7 +163,7 @@ class RowReader:
 
     def _json_row(self, line: str) -> tuple[str | None, Any, str | None]:
         try:
-            obj = json.loads(line)
+            obj = loads(line)
         except ValueError as exc:
             return None, None, f"not valid JSON ({exc})"
         if isinstance(obj, str) and self.id_column is None:
@@ -273,6 +273,62 @@ class RowReader:
                 out.append(Row(first + i, None, rid,
                                f"column {self.column!r} is {_kind(text)}, not a string"))
         return out
+
+
+class TooDeep(ValueError):
+    """A JSON value nests deeper than Python's parser can follow."""
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, raising ValueError for every kind of bad line: a value nested so deep
+    that the parser runs out of recursion (``[[[[…`` 100,000 deep) is TooDeep, not a crash."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeep("the JSON nests too deeply to be read") from None
+
+
+def top_level_string(raw: bytes, key: str) -> str | None:
+    """The string value of ``key`` in the JSON object ``raw`` at its top level, found without
+    parsing the nested values (for a line :func:`loads` cannot read); None if absent.
+
+    Scans bytes: strings (with their escapes) are skipped as units, depth counts brackets
+    outside strings, and a top-level key followed by a string value is decoded alone.
+    """
+    depth = 0
+    i, n = 0, len(raw)
+    pending_key: bytes | None = None
+    while i < n:
+        c = raw[i]
+        if c == 0x22:  # a string: find its end, escapes included
+            j = i + 1
+            while j < n and raw[j] != 0x22:
+                j += 2 if raw[j] == 0x5C else 1
+            token = raw[i:j + 1]
+            if depth == 1:
+                k = j + 1
+                while k < n and raw[k] in b" \t\r\n":
+                    k += 1
+                if k < n and raw[k] == 0x3A:  # ':' follows: a key
+                    pending_key = token
+                elif pending_key is not None:
+                    try:
+                        if json.loads(pending_key) == key:
+                            value = json.loads(token)
+                            return value if isinstance(value, str) else None
+                    except ValueError:
+                        return None
+                    pending_key = None
+            i = j + 1
+            continue
+        if c in b"[{":
+            depth += 1
+        elif c in b"]}":
+            depth -= 1
+        elif c == 0x2C and depth == 1:
+            pending_key = None
+        i += 1
+    return None
 
 
 def nonblank_lines(path: Path) -> Iterator[tuple[int, bytes]]:

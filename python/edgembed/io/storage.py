@@ -16,6 +16,7 @@ import importlib
 import os
 import re
 import secrets
+import stat
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,7 +24,12 @@ __all__ = [
     "FSSPEC_HINT",
     "Location",
     "append_durably",
+    "current_umask",
+    "is_special",
     "is_url",
+    "new_file_mode",
+    "output_target",
+    "same_file",
     "sync_dir",
     "truncate_durably",
     "write_durably",
@@ -123,7 +129,10 @@ class Location:
             with contextlib.suppress(Exception):
                 self._fs.rm(probe)
             return
-        folder = os.path.dirname(self._path)
+        target = output_target(self._path)  # a symlink's file is what gets written
+        if is_special(target):
+            return  # a FIFO or device is written through (VectorWriter)
+        folder = os.path.dirname(target)
         if not os.path.isdir(folder):
             raise FileNotFoundError(2, "its folder does not exist", self.text)
         probe = os.path.join(folder, f".{self.name}.probe-{secrets.token_hex(4)}")
@@ -133,7 +142,7 @@ class Location:
             raise OSError(exc.errno, f"cannot write there ({exc.strerror})", self.text) from None
         os.close(fd)
         os.unlink(probe)
-        if os.path.exists(self._path) and not os.access(self._path, os.W_OK):
+        if os.path.exists(target) and not os.access(target, os.W_OK):
             raise PermissionError(13, "the file exists and is read-only", self.text)
 
     def upload(self, local: Path) -> None:
@@ -141,6 +150,60 @@ class Location:
         the object appears only once its upload is complete."""
         assert self.remote
         self._fs.put_file(str(local), self._path)
+
+
+# --- local output paths ------------------------------------------------------------------------
+
+
+def output_target(path: str | os.PathLike[str]) -> str:
+    """The file an output path writes: symlinks followed (deliberately: the link's file is
+    replaced, the link itself stays), as the shell's ``>`` does."""
+    return os.path.realpath(os.path.expanduser(os.fspath(path)))
+
+
+def is_special(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists and is not a regular file or directory (a FIFO, a character
+    or block device, a socket): such a file is written through, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two local paths name the same file (after symlinks; also when not created
+    yet)."""
+    if is_url(a) or is_url(b):
+        return a == b
+    ra, rb = output_target(a), output_target(b)
+    if ra == rb:
+        return True
+    try:
+        return os.path.samefile(ra, rb)
+    except OSError:
+        return False
+
+
+def current_umask() -> int:
+    """The process's umask (read without changing it where /proc tells it)."""
+    with contextlib.suppress(OSError, ValueError), \
+            open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode(target: Path) -> int:
+    """The permissions a finished output gets: those of the file it replaces, else those a
+    new file gets (0666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
 
 
 # --- durable local files -----------------------------------------------------------------------

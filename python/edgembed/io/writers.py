@@ -2,7 +2,10 @@
 
 A file is written under a temporary name beside it and renamed into place by ``finish``, so
 its folder is checked for writability before any work and it is never left half written
-(``abort`` removes the temporary). ``.npy`` reserves its header and fills it in at the end, so
+(``abort`` removes the temporary); it gets the permissions a new file gets under the umask (or
+keeps those of the file it replaces). A symlink is followed: the file it names is replaced and
+the link stays. A FIFO or a device (``/dev/stdout``, ``/dev/null``) is written through, like
+stdout, never replaced. ``.npy`` reserves its header and fills it in at the end, so
 rows stream to the disk; on stdout, which cannot seek back, its rows are kept until the end.
 Without a path, each vector is printed as one JSON array per line.
 
@@ -27,6 +30,7 @@ import numpy.typing as npt
 
 from ..errors import InputError
 from .formats import output_format, pyarrow_parquet
+from .storage import is_special, new_file_mode, output_target
 
 __all__ = ["STDOUT", "VectorWriter", "row_json"]
 
@@ -59,12 +63,24 @@ class VectorWriter:
             self._pa = pyarrow_parquet("writing parquet")
         self._tmp: Path | None = None
         self._file: IO[bytes] | None = None
+        self._stream: IO[bytes] | None = None  # a FIFO or device written through
         self._rows = 0
         self._shape_dtype: tuple[int, np.dtype[Any]] | None = None
         self._buffer: list[npt.NDArray[Any]] = []
         self._writer: Any = None
+        self._target: Path | None = None
         if path not in (None, STDOUT):
-            target = Path(path)
+            # A symlink is followed (the file it names is written, the link stays a link);
+            # a FIFO or device is written through, as stdout is (it cannot be renamed into).
+            target = Path(output_target(path))
+            self._target = target
+            if is_special(target):
+                try:
+                    self._stream = open(target, "wb")  # noqa: SIM115 - closed in finish/abort
+                except OSError as exc:
+                    raise OSError(exc.errno, f"cannot write there ({exc.strerror})",
+                                  path) from None
+                return
             try:
                 fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
                                            dir=target.parent)
@@ -79,6 +95,13 @@ class VectorWriter:
     def _fh(self) -> IO[bytes]:
         if self._file is not None:
             return self._file
+        return self._out
+
+    @property
+    def _out(self) -> IO[bytes]:
+        """The stream of a streamed output: the FIFO or device, or stdout."""
+        if self._stream is not None:
+            return self._stream
         sys.stdout.flush()
         return sys.stdout.buffer
 
@@ -131,21 +154,25 @@ class VectorWriter:
                 self._write_parquet(np.zeros((0, dim), dtype), [])
             self._writer.close()
             if self._tmp is None:
-                sys.stdout.buffer.write(self._sink.getvalue())
+                self._out.write(self._sink.getvalue())
         elif self.format == "npy":
             header = _npy_header(dtype, (self._rows, dim))
             if self._tmp is None:
                 rows = (np.concatenate(self._buffer) if self._buffer
                         else np.zeros((0, dim), dtype))
-                sys.stdout.buffer.write(header + np.ascontiguousarray(rows).tobytes())
+                self._out.write(header + np.ascontiguousarray(rows).tobytes())
             else:
                 self._fh.seek(0)
                 self._fh.write(header)
         self._fh.flush()
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
         if self._tmp is not None:
             self._fh.close()
-            assert self.path is not None
-            os.replace(self._tmp, self.path)
+            assert self._target is not None
+            os.chmod(self._tmp, new_file_mode(self._target))  # mkstemp made it 0600
+            os.replace(self._tmp, self._target)
             self._tmp = None
 
     def abort(self) -> None:
@@ -153,6 +180,10 @@ class VectorWriter:
         if self._writer is not None and self._tmp is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
+        if self._stream is not None:
+            with contextlib.suppress(OSError):
+                self._stream.close()
+            self._stream = None
         if self._tmp is not None:
             self._fh.close()
             self._tmp.unlink(missing_ok=True)

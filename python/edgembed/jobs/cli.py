@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from ..cli import Command, add_model_options, positive_int
 from ..io.formats import INPUT_FORMATS, OUTPUT_FORMATS
+from ..errors import JobError
 from .runner import run_batch
 from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 
@@ -132,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
     say(f"{result.rows:,} rows{resumed} → {result.output}: {result.embedded:,} vectors{errors}; "
         f"{result.computed_rows:,} rows computed in {result.seconds:.1f} s "
         f"({result.texts_per_second:,.1f} texts/s)")
+    if result.rows and not result.embedded:
+        # Nothing was embedded: a job that succeeds with no vectors at all is a mistake in
+        # the options (--field, --column) far more often than an input of broken rows.
+        raise JobError(f"all {result.rows:,} rows of {args.input} were malformed, so nothing "
+                       f"was embedded (see {result.errors_file}); check --field or --column")
     if args.json:
         print(json.dumps({"output": result.output, "errors_file": result.errors_file,
                           "rows": result.rows, "embedded": result.embedded,

@@ -28,7 +28,7 @@ from ..errors import CheckpointMismatch, InputError, JobError
 from ..io.formats import output_format
 from ..io.progress import ProgressBar
 from ..io.readers import RowReader
-from ..io.storage import Location
+from ..io.storage import Location, is_special, is_url, output_target, same_file
 from ..io.writers import VectorWriter
 from ..output.arrays import output_layout
 from .checkpoint import FORMAT_VERSION, JobManifest, Part, WorkDir, iter_parts, stamp
@@ -151,6 +151,20 @@ def _check_spec(spec: BatchSpec) -> None:
         if path == "-":
             raise InputError(f"embed batch needs a file as {name} (it is read again to resume); "
                              "for pipes use `embed -i - -o -`")
+    errors_file = spec.errors_file or _default_errors_path(spec.output)
+    for name, path, other_name, other in (
+            ("OUTPUT", spec.output, "INPUT", spec.input),
+            ("--errors-file", errors_file, "INPUT", spec.input),
+            ("--errors-file", errors_file, "OUTPUT", spec.output)):
+        if same_file(path, other):
+            raise InputError(f"{name} ({path}) is the same file as {other_name}: writing it "
+                             f"would destroy it; choose another {name}")
+    for name, path in (("OUTPUT", spec.output), ("--errors-file", errors_file)):
+        if not is_url(path) and is_special(output_target(path)):
+            raise InputError(f"{name} {path} is not a regular file (a FIFO or a device): "
+                             "embed batch writes it once complete, by renaming a finished "
+                             "file into place; give a file path (embed -i … -o can stream "
+                             "into a pipe)")
     if spec.engine not in ENGINES:
         raise InputError(f"unknown engine {spec.engine!r}; choose from {', '.join(ENGINES)}")
     if spec.chunk_size < 1:
@@ -299,8 +313,8 @@ def _assemble(
     if n_errors:
         if errors_loc.remote:
             errors_loc.upload(errors_tmp)
-        else:
-            os.replace(errors_tmp, errors_loc.local_path)
+        else:  # a symlink is followed: the file it names gets the errors
+            os.replace(errors_tmp, output_target(errors_loc.local_path))
     with contextlib.suppress(OSError):
         errors_tmp.unlink()
     return rows, embedded, n_errors

@@ -3,6 +3,7 @@
 ::
 
     JOBS_DIR/jobs.sqlite3            files and batches (WAL, synchronous=FULL)
+    JOBS_DIR/lock                    held by the one server using the directory
     JOBS_DIR/files/file-….jsonl      uploaded inputs
     JOBS_DIR/batches/batch_…/        output.jsonl and errors.jsonl, appended while a batch runs;
                                      they become the batch's output and error files as they are
@@ -29,9 +30,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from ..errors import JobConflict, JobError
+from ..errors import JobConflict, JobError, JobLocked
 
 __all__ = [
     "ACTIVE",
@@ -167,25 +168,86 @@ def _now() -> int:
     return int(time.time())
 
 
+DATABASE = "jobs.sqlite3"
+LOCK = "lock"
+
+
+def _hold_lock(root: Path) -> IO[bytes]:
+    """Hold ``root/lock`` for this process's lifetime (the lock dies with the process, so a
+    ``kill -9`` never leaves it stale); JobLocked if another process holds it.
+
+    Two servers on one jobs directory would claim the same batches and answer their requests
+    twice: the second one is refused at start instead.
+    """
+    handle = open(root / LOCK, "a+b")  # noqa: SIM115 - held until close()
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
+        return handle
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().decode("ascii", "replace").strip() or "another process"
+        handle.close()
+        raise JobLocked(f"the jobs directory {root} is in use by another server ({holder}); "
+                        "stop it, or give this server its own --jobs-dir") from None
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()}\n".encode())
+    handle.flush()
+    return handle
+
+
+def _open_database(path: Path) -> sqlite3.Connection:
+    """The store's database, checked (``PRAGMA quick_check``) before anything trusts it."""
+    fix = (f"move {path} (and any {path.name}-wal, {path.name}-shm beside it) away to start "
+           "with an empty job store, or restore it from a backup")
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        try:
+            problems = [str(r[0]) for r in db.execute("PRAGMA quick_check").fetchall()]
+            if problems != ["ok"]:
+                raise JobError(f"the job database {path} is damaged ({'; '.join(problems[:3])})"
+                               f"; {fix}")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+    except sqlite3.DatabaseError as exc:
+        raise JobError(f"the job database {path} cannot be read ({exc}); {fix}") from None
+    return db
+
+
 class JobStore:
     """Files and batches, durable across restarts. Thread-safe; every call is short."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        for sub in ("files", "batches", "uploads"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-        for stale in (self.root / "uploads").iterdir():  # uploads cut off by a restart
-            stale.unlink(missing_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.root / "jobs.sqlite3", check_same_thread=False,
-                                   isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        if self.root.exists() and not self.root.is_dir():
+            raise JobError(f"the jobs directory {self.root} is a file, not a directory; give "
+                           "--jobs-dir a directory (it is created if missing)")
+        try:
+            for sub in ("files", "batches", "uploads"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JobError(f"cannot use {self.root} as the jobs directory: "
+                           f"{exc.strerror or exc}") from None
+        self._held = _hold_lock(self.root)  # one server per jobs directory
+        try:
+            for stale in (self.root / "uploads").iterdir():  # uploads cut off by a restart
+                stale.unlink(missing_ok=True)
+            self._lock = threading.Lock()
+            self._db = _open_database(self.root / DATABASE)
+        except BaseException:
+            self._held.close()
+            raise
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        self._held.close()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -396,9 +458,12 @@ class JobStore:
             db.execute("UPDATE batches SET status = 'finalizing', finalizing_at = ? "
                        "WHERE id = ? AND status = 'in_progress'", (_now(), batch_id))
 
-    def finish(self, batch: BatchRecord, status: str) -> None:
-        """End a batch as ``status`` (completed, cancelled, expired), turning its result files
-        into files the owner can download. Idempotent: ids are derived from the batch's."""
+    def finish(
+        self, batch: BatchRecord, status: str, errors: list[dict[str, Any]] | None = None
+    ) -> None:
+        """End a batch as ``status`` (completed, cancelled, expired, or failed with
+        ``errors``), turning its result files — what was committed — into files the owner can
+        download. Idempotent: ids are derived from the batch's."""
         now = _now()
         stem = batch.id.removeprefix("batch_")
         outputs = {"output_file_id": (f"file-{stem}-output", "output.jsonl", batch.output_bytes,
@@ -406,7 +471,8 @@ class JobStore:
                    "error_file_id": (f"file-{stem}-errors", "errors.jsonl", batch.error_bytes,
                                      batch.failed)}
         stamp = {"completed": "completed_at", "cancelled": "cancelled_at",
-                 "expired": "expired_at"}[status]
+                 "expired": "expired_at", "failed": "failed_at"}[status]
+        reasons = json.dumps({"object": "list", "data": errors}) if errors else batch.errors
         with self._tx() as db:
             ids: dict[str, str | None] = {}
             for column, (file_id, name, size, count) in outputs.items():
@@ -419,5 +485,6 @@ class JobStore:
                            (file_id, batch.owner, f"{batch.id}_{name}", size, now, rel))
                 ids[column] = file_id
             db.execute(f"UPDATE batches SET status = ?, {stamp} = ?, output_file_id = ?, "
-                       "error_file_id = ? WHERE id = ?",
-                       (status, now, ids["output_file_id"], ids["error_file_id"], batch.id))
+                       "error_file_id = ?, errors = ? WHERE id = ?",
+                       (status, now, ids["output_file_id"], ids["error_file_id"], reasons,
+                        batch.id))

@@ -19,6 +19,16 @@ answered before a crash but not committed is answered again, and appears once.
 Answering a request is the server's business (``handle``); a transient refusal of the batcher
 (``Overloaded``) is retried after its ``retry_after``, and ``BatcherClosed`` stops the worker
 with the group uncommitted, to be redone after a restart.
+
+What goes wrong stays as small as it can:
+
+- one request (a line nested too deeply to parse, an unexpected error answering it): that
+  request's error line, as the route would answer it (422, 500); the batch goes on;
+- the environment (``OSError`` such as a full disk, an SQLite error): nothing is recorded, the
+  worker waits (0.5 s, doubling up to 30 s) and tries again, and ``problem`` says why
+  meanwhile (the server's ``/ready`` answers 503 with it);
+- anything else while running a batch: that batch ends as ``failed``, with the results
+  committed before published in its output and error files.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import contextlib
 import itertools
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BatcherClosed, Overloaded
-from ..io.readers import nonblank_lines
+from ..io.readers import TooDeep, loads, nonblank_lines, top_level_string
 from ..io.storage import append_durably, truncate_durably
 from .store import BatchRecord, JobStore
 
@@ -45,6 +56,8 @@ _log = logging.getLogger("edgembed.jobs")
 
 MAX_REPORTED_ERRORS = 100
 RETRY_CAP_S = 5.0
+BACKOFF_START_S = 0.5  # the worker's wait after an error of the disk or the database, doubled
+BACKOFF_CAP_S = 30.0  # on each further error up to this
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,21 @@ def validate_lines(
     for n, raw in request_lines(path):
         total += 1
         try:
-            obj = json.loads(raw)
+            obj = loads(raw)
+        except TooDeep:
+            # Valid JSON the parser cannot follow: the request fails alone when it runs (an
+            # error line with its custom_id), as a body the schema refuses does.
+            cid = top_level_string(raw, "custom_id")
+            if cid is not None and cid in seen:
+                problem(n, "duplicate_custom_id", f"custom_id {cid!r} appears more than "
+                                                  "once; each request needs its own",
+                        "custom_id")
+            elif cid:
+                seen.add(cid)
+            else:
+                problem(n, "missing_required_parameter", "custom_id must be a non-empty "
+                                                         "string", "custom_id")
+            continue
         except ValueError:
             problem(n, "invalid_json_line", "this line is not valid JSON (or not UTF-8)")
             continue
@@ -135,6 +162,7 @@ class JobWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._problem: str | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="edgembed-jobs")
@@ -153,29 +181,67 @@ class JobWorker:
                 await self._task
             self._task = None
 
+    @property
+    def problem(self) -> str | None:
+        """Why the worker is not running batches now (None while it is): for ``/ready``."""
+        if self._task is not None and self._task.done() and not self._stopping:
+            return "the batch worker has stopped; see the server's log"
+        return self._problem
+
     async def _run(self) -> None:
         last = 0
+        backoff = BACKOFF_START_S
         while not self._stopping:
-            batch = self.store.next_active(last)
-            if batch is None:
-                self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_s)
-                continue
-            last = batch.seq
-            await asyncio.sleep(0)  # never hold the event loop between turns
             try:
-                await self._process(batch)
+                last = await self._turn(last)
             except BatcherClosed:
                 return  # the server is stopping: the batch continues after the restart
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug must not stop the other batches: fail this one
-                _log.exception("batch %s failed", batch.id)
-                self.store.fail(batch.id, [{"code": "server_error", "line": None,
-                                            "param": None,
-                                            "message": "the server could not run this batch; "
-                                                       "see its log"}], any_status=True)
+            except Exception as exc:  # the disk, the database: wait, then try again
+                self._problem = f"the batch worker is retrying after an error: {exc!r}"
+                _log.exception("the batch worker failed; retrying in %.1f s", backoff)
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), backoff)
+                backoff = min(backoff * 2.0, BACKOFF_CAP_S)
+            else:
+                self._problem = None
+                backoff = BACKOFF_START_S
+
+    async def _turn(self, last: int) -> int:
+        """Give the next batch its turn (or wait for one); returns its sequence number.
+
+        An error of the environment (the disk, the database) propagates: ``_run`` retries
+        later, the batch untouched. Any other error is a bug in running this batch: the batch
+        ends as failed, its committed results published, and the other batches go on.
+        """
+        batch = self.store.next_active(last)
+        if batch is None:
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.poll_s)
+            return last
+        await asyncio.sleep(0)  # never hold the event loop between turns
+        try:
+            await self._process(batch)
+        except (BatcherClosed, asyncio.CancelledError, OSError, sqlite3.Error):
+            raise
+        except Exception:
+            _log.exception("batch %s failed", batch.id)
+            errors = [{"code": "server_error", "line": None, "param": None,
+                       "message": "the server could not finish this batch (see its log); "
+                                  "the requests answered before are in its output and error "
+                                  "files"}]
+            current = self.store.batch(batch.id)
+            if current.status in ("in_progress", "finalizing", "cancelling"):
+                folder = self.store.batch_dir(batch.id)  # publish what was committed only
+                truncate_durably(folder / "output.jsonl", current.output_bytes)
+                truncate_durably(folder / "errors.jsonl", current.error_bytes)
+                self.store.finish(current, "failed", errors)
+            else:
+                self.store.fail(batch.id, errors, any_status=True)
+        return batch.seq
 
     async def _process(self, batch: BatchRecord) -> None:
         if batch.status == "validating":
@@ -243,18 +309,21 @@ class JobWorker:
         self.store.begin_finalizing(batch.id)
 
     async def _answer(self, batch_id: str, index: int, raw: bytes) -> tuple[bool, bytes, int]:
-        """(succeeded, result line, tokens) for one request line."""
-        request = json.loads(raw)
-        delay = 0.05
-        while True:
-            try:
-                answer = await self.handle(request["body"])
-                break
-            except Overloaded as exc:  # the bulk lane is full: wait, as a client would
-                if self._stopping:
-                    raise BatcherClosed("the server is stopping") from None
-                await asyncio.sleep(min(max(exc.retry_after, delay), RETRY_CAP_S))
-                delay = min(delay * 2, RETRY_CAP_S)
+        """(succeeded, result line, tokens) for one request line.
+
+        Whatever goes wrong with one request — a line too deep to parse, an unexpected error
+        while answering it — is that request's error line (as the route would answer 422 or
+        500), never the batch's end.
+        """
+        try:
+            request = loads(raw)
+        except TooDeep:
+            request = {"custom_id": top_level_string(raw, "custom_id"), "body": None}
+            answer = Answer(422, _error(422, "invalid_request_error", "invalid_request",
+                                        "the request nests deeper than JSON can be read; "
+                                        "flatten it", "body"))
+        else:
+            answer = await self._handle(request["body"])
         stem = batch_id.removeprefix("batch_")
         line = {"id": f"batch_req_{stem}_{index}", "custom_id": request["custom_id"],
                 "response": {"status_code": answer.status,
@@ -262,4 +331,27 @@ class JobWorker:
                 "error": None}
         data = (json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n").encode()
         return answer.status == 200, data, answer.tokens
+
+    async def _handle(self, body: dict[str, Any]) -> Answer:
+        delay = 0.05
+        while True:
+            try:
+                return await self.handle(body)
+            except Overloaded as exc:  # the bulk lane is full: wait, as a client would
+                if self._stopping:
+                    raise BatcherClosed("the server is stopping") from None
+                await asyncio.sleep(min(max(exc.retry_after, delay), RETRY_CAP_S))
+                delay = min(delay * 2, RETRY_CAP_S)
+            except (BatcherClosed, asyncio.CancelledError):
+                raise
+            except Exception:
+                _log.exception("a batch request failed")
+                return Answer(500, _error(500, "server_error", "internal_error",
+                                          "internal server error", None))
+
+
+def _error(status: int, kind: str, code: str, message: str, param: str | None
+           ) -> dict[str, Any]:
+    """An error body in the OpenAI shape, as the route answers it."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 

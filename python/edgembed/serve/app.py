@@ -101,12 +101,20 @@ class ServerState:
     created: int = field(default_factory=lambda: int(time.time()))
     batcher: AdaptiveBatcher | None = None
     draining: bool = False
+    # Parts that can fail on their own (the batch worker): each says what is wrong, or None.
+    checks: list[Callable[[], str | None]] = field(default_factory=list)
 
     @property
-    def status(self) -> Literal["ready", "starting", "draining"]:
+    def status(self) -> Literal["ready", "starting", "draining", "degraded"]:
         if self.draining or (self.batcher is not None and self.batcher.closed):
             return "draining"
-        return "ready" if self.batcher is not None else "starting"
+        if self.batcher is None:
+            return "starting"
+        return "degraded" if self.problems() else "ready"
+
+    def problems(self) -> list[str]:
+        """What is not working now (empty while everything is)."""
+        return [p for p in (check() for check in self.checks) if p]
 
     def begin_drain(self) -> None:
         """Called on SIGTERM: /ready answers 503 while the last requests finish."""
@@ -327,11 +335,15 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
 
     @app.get("/ready", tags=["Probes"], summary="Readiness: the model is loaded and serving",
              response_model=Readiness,
-             responses={503: {"model": Readiness, "description": "Starting or draining."}})
+             responses={503: {"model": Readiness,
+                              "description": "Starting, draining, or a part is not working "
+                                             "(`problems` says which)."}})
     async def ready() -> JSONResponse:
         status = state.status
-        return JSONResponse({"status": status, "model": model.name},
-                            status_code=200 if status == "ready" else 503)
+        body: dict[str, Any] = {"status": status, "model": model.name}
+        if status == "degraded":
+            body["problems"] = state.problems()
+        return JSONResponse(body, status_code=200 if status == "ready" else 503)
 
     @app.get("/metrics", tags=["Probes"], summary="Prometheus metrics",
              response_class=PlainTextResponse,

@@ -213,21 +213,31 @@ def run_serve(args: argparse.Namespace) -> int:
         from .model import ServedModel
         from .server import bind_socket, run_server, url_of
 
+        jobs = job_settings_from_args(args)
+        store = None
+        if jobs is not None:  # checked (and locked) before the model loads: fail fast
+            from ..jobs.store import JobStore
+
+            store = JobStore(jobs.jobs_dir)
         embedder = Embedder.load(args.model, variant=args.variant, backend=args.backend,
                                  threads=args.threads)
         app = create_app(ServedModel.from_embedder(embedder), settings)
-        jobs = job_settings_from_args(args)
         if jobs is not None:
             from .jobs_routes import install_jobs
 
-            install_jobs(app, jobs)
-        sock = bind_socket(settings.host, settings.port)
+            install_jobs(app, jobs, store=store)
+        try:
+            sock = bind_socket(settings.host, settings.port)
+        except OSError as exc:
+            print(f"OSError: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 1
     except (EdgembedError, ImportError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"OSError: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
-              file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"OSError: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
     reason = f", {embedder.backend_reason}" if embedder.backend_reason else ""
     _say(f"serving {embedder.model_name} ({embedder.variant} on {embedder.backend}{reason}) "

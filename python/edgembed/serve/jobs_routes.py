@@ -51,8 +51,12 @@ _COPY = 1 << 20
 PageSize = Annotated[int, Query(ge=1, le=10_000, description="Items per page.")]
 
 
-def install_jobs(app: FastAPI, settings: JobSettings) -> JobService:
+def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None = None
+                 ) -> JobService:
     """Add the job routes to an app made by ``create_app``, and run the worker while it runs.
+
+    ``store``: the job store of ``settings.jobs_dir`` when the caller opened it already (it
+    holds the directory's lock: one server per jobs directory).
 
     The worker starts after the app's own startup (the batcher exists) and stops before the
     app's shutdown drains the batcher: work it had in flight is not committed and is redone
@@ -62,8 +66,9 @@ def install_jobs(app: FastAPI, settings: JobSettings) -> JobService:
         raise ImportError("the job API needs python-multipart to read uploads: "
                           "pip install 'edgembed[serve]'")
     state: ServerState = app.state.edgembed
-    service = JobService(state, JobStore(settings.jobs_dir), settings)
+    service = JobService(state, store or JobStore(settings.jobs_dir), settings)
     service.install(app)
+    state.checks.append(lambda: service.worker.problem)
     inner = app.router.lifespan_context
 
     @asynccontextmanager

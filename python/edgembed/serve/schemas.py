@@ -159,5 +159,8 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    status: Literal["ready", "starting", "draining"]
+    status: Literal["ready", "starting", "draining", "degraded"]
     model: str
+    problems: list[str] | None = Field(
+        default=None, description="With `degraded`: what is not working (the batch worker).",
+    )
