@@ -74,13 +74,15 @@ class AdaptiveBatcher:
         *,
         priority: str | Lane = "interactive",
         deadline_ms: float | None = None,
+        tokens: Sequence[int] | None = None,
     ) -> Future[Any]:
         """Queue a request; the future resolves to its vector (for a ``str``) or vectors.
 
         Raises at once :class:`Overloaded` (queue full or the latency target out of reach),
         :class:`DeadlineExceeded` (the deadline cannot be met even if computed now),
         :class:`BatcherClosed`, or :class:`InputError`. Cancelling the future withdraws the
-        request if it has not started. ``deadline_ms`` is counted from now.
+        request if it has not started. ``deadline_ms`` is counted from now. ``tokens``: the
+        texts' token counts when the caller has them (else the target counts them).
         """
         core = self._core
         single, items, lane = core.check_request(texts, priority, deadline_ms)
@@ -88,9 +90,9 @@ class AdaptiveBatcher:
         if not items:
             fut.set_result([])
             return fut
-        tokens = core.token_counts(items)
+        counts = core.token_counts(items, tokens)
         with self._cond:
-            rid, adm = core.admit(items, tokens, lane, deadline_ms, single, fut)
+            rid, adm = core.admit(items, counts, lane, deadline_ms, single, fut)
             self._cond.notify_all()
         core.raise_refusal(adm, lane, deadline_ms)
         fut.add_done_callback(functools.partial(self._on_done, rid))

@@ -155,8 +155,9 @@ class BatcherCore:
             raise InputError(f"deadline_ms must be a positive number, got {deadline_ms!r}")
         return single, items, lane
 
-    def token_counts(self, items: list[str]) -> list[int]:
-        tokens = [int(n) for n in self._count(items)]
+    def token_counts(self, items: list[str], given: Sequence[int] | None = None) -> list[int]:
+        """The texts' token counts: ``given`` by the caller, else the target's count."""
+        tokens = [int(n) for n in (self._count(items) if given is None else given)]
         if len(tokens) != len(items):
             raise BatcherError("count_tokens returned a count per text of another length")
         return tokens

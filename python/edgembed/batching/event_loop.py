@@ -76,11 +76,12 @@ class EventLoopBatcher:
         *,
         priority: str | Lane = "interactive",
         deadline_ms: float | None = None,
+        tokens: Sequence[int] | None = None,
     ) -> asyncio.Future[Any]:
         """Queue a request; the future resolves to its vector (for a ``str``) or vectors.
 
         Raises at once what :meth:`AdaptiveBatcher.submit` raises. Cancelling the future
-        withdraws the request if it has not started.
+        withdraws the request if it has not started. ``tokens``: as for ``AdaptiveBatcher``.
         """
         core = self._core
         single, items, lane = core.check_request(texts, priority, deadline_ms)
@@ -89,8 +90,8 @@ class EventLoopBatcher:
         if not items:
             fut.set_result([])
             return fut
-        tokens = core.token_counts(items)
-        rid, adm = core.admit(items, tokens, lane, deadline_ms, single, fut)
+        counts = core.token_counts(items, tokens)
+        rid, adm = core.admit(items, counts, lane, deadline_ms, single, fut)
         core.raise_refusal(adm, lane, deadline_ms)
         fut.add_done_callback(functools.partial(self._on_cancel, rid))
         if self._task is None:

@@ -39,8 +39,9 @@ from .. import __version__
 from ..batching import AdaptiveBatcher
 from ..errors import BackendUnavailable, DeadlineExceeded, EdgembedError, ModelNotFound
 from .asgi import HeadMiddleware
-from .auth import PUBLIC_PATHS, AuthMiddleware, KeyChecker
+from .auth import PUBLIC_PATHS, AuthMiddleware, KeyChecker, key_id
 from .errors import InvalidJSON, NotJSON, error_body, family_of, render_error, status_error
+from .fair import Slicer
 from .limits import BodyLimitMiddleware, check_inputs
 from .metrics import CONTENT_TYPE, HttpMetrics, MetricsMiddleware
 from .model import FloatArray, ServedModel, encode_base64
@@ -70,6 +71,8 @@ MAX_DEADLINE_MS = 3_600_000.0
 # responses with more values than INLINE_VALUES.
 INLINE_CHARS = 4096
 INLINE_VALUES = 16384
+# The tokens that may wait at the fair gate (fair.py) before a 429, in batches of the budget.
+WAITING_BATCHES = 64
 
 Priority = Annotated[
     Literal["interactive", "bulk"] | None,
@@ -100,6 +103,7 @@ class ServerState:
     names: frozenset[str]
     created: int = field(default_factory=lambda: int(time.time()))
     batcher: AdaptiveBatcher | None = None
+    slicer: Slicer | None = None
     draining: bool = False
     # Parts that can fail on their own (the batch worker): each says what is wrong, or None.
     checks: list[Callable[[], str | None]] = field(default_factory=list)
@@ -178,6 +182,17 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
             workers=settings.workers,
             shed=settings.shed,
         )
+        budget = settings.max_batch_tokens or model.max_batch_tokens
+        state.slicer = Slicer(
+            lambda: state.batcher,
+            max_length=model.max_length,
+            max_batch_tokens=budget,
+            latency_target_ms=settings.latency_target_ms,
+            capacity_tokens=settings.fair_tokens,
+            max_waiting_tokens=settings.max_queue_tokens or WAITING_BATCHES * budget,
+            slice_tokens=settings.slice_tokens,
+            workers=settings.workers,
+        )
         try:
             yield
         finally:
@@ -222,6 +237,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
     model, settings, metrics = state.model, state.settings, state.metrics
 
     async def embed(
+        request: Request,
         texts: list[str],
         *,
         truncate: bool,
@@ -232,27 +248,21 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         deadline_ms: float | None,
         started: float,
     ) -> tuple[FloatArray, int]:
-        batcher = state.batcher
-        if batcher is None:  # only before the lifespan has started
+        slicer = state.slicer
+        if slicer is None:  # only before the lifespan has started
             raise BackendUnavailable("the server is still starting; retry in a moment")
         items = [prefix + t for t in texts] if prefix else texts
-        remaining = None
-        if deadline_ms is not None:
-            remaining = deadline_ms - (time.perf_counter() - started) * 1000.0
-            if remaining <= 0:
-                raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed before the "
-                                       "request could be queued")
-
-        def admit() -> tuple[list[int], Any]:
-            counts = model.tokens(items, truncate=truncate)
-            fut = batcher.submit(items, priority=priority or "interactive", deadline_ms=remaining)
-            return counts, fut
-
+        if deadline_ms is not None and time.perf_counter() - started >= deadline_ms / 1000.0:
+            raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed before the "
+                                   "request could be queued")
         if sum(len(t) for t in items) < INLINE_CHARS:
-            counts, fut = admit()
+            counts = model.tokens(items, truncate=truncate)
         else:
-            counts, fut = await asyncio.to_thread(admit)
-        raw = np.asarray(await asyncio.wrap_future(fut), dtype=np.float32)
+            counts = await asyncio.to_thread(model.tokens, items, truncate=truncate)
+        raw = np.asarray(await slicer.embed(
+            key_id(request.headers.get("authorization")), items, counts,
+            priority=priority or "interactive", deadline_ms=deadline_ms, started=started),
+            dtype=np.float32)
         vectors = model.finish(raw.reshape(len(items), -1), normalize=normalize,
                                dimensions=dimensions)
         tokens = sum(counts)
@@ -265,7 +275,8 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
     @app.post("/v1/embeddings", tags=["OpenAI"], summary="Create embeddings (OpenAI API)",
               response_model=None, responses=openai_post)
     async def create_embeddings(
-        body: EmbeddingRequest, priority: Priority = None, deadline: Deadline = None
+        request: Request, body: EmbeddingRequest, priority: Priority = None,
+        deadline: Deadline = None,
     ) -> Response:
         started = time.perf_counter()
         if body.model is not None and body.model not in state.names:
@@ -277,7 +288,8 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         check_inputs(texts, settings, "input")
         model.check_dimensions(body.dimensions)
         vectors, tokens = await embed(
-            texts, truncate=settings.truncate, normalize=True, dimensions=body.dimensions,
+            request, texts, truncate=settings.truncate, normalize=True,
+            dimensions=body.dimensions,
             prefix="", priority=priority, deadline_ms=deadline, started=started,
         )
         b64 = body.encoding_format == "base64"
@@ -295,7 +307,8 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
     tei_post[200] = {"model": EmbedResponse, "description": "One vector per input."}
 
     async def tei_embed(
-        body: EmbedRequest, priority: Priority = None, deadline: Deadline = None
+        request: Request, body: EmbedRequest, priority: Priority = None,
+        deadline: Deadline = None,
     ) -> Response:
         started = time.perf_counter()
         texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
@@ -304,7 +317,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         prefix = model.prefix(body.prompt_name)
         truncate = settings.truncate if body.truncate is None else body.truncate
         vectors, _ = await embed(
-            texts, truncate=truncate, normalize=body.normalize, dimensions=body.dimensions,
+            request, texts, truncate=truncate, normalize=body.normalize, dimensions=body.dimensions,
             prefix=prefix, priority=priority, deadline_ms=deadline, started=started,
         )
         return await _json_response(lambda: _dumps(vectors.tolist()), vectors.size)

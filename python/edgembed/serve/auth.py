@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from .asgi import ASGIApp, Receive, Scope, Send, send_response
 from .errors import AuthenticationFailed, render_error
 
-__all__ = ["PUBLIC_PATHS", "AuthMiddleware", "KeyChecker"]
+__all__ = ["PUBLIC_PATHS", "AuthMiddleware", "KeyChecker", "key_id"]
 
 # Probes and the API description stay reachable without a key.
 PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
@@ -25,6 +25,14 @@ _REFUSAL = "missing or invalid API key: send it as 'Authorization: Bearer <key>'
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def key_id(authorization: str | None) -> str:
+    """Who sends a request, for sharing the batcher fairly: a digest of its bearer token
+    (the same for every request with the same key; ``""`` without one)."""
+    token = (authorization or "").strip().partition(" ")[2].strip()
+    return hashlib.sha256(b"edgembed-key\0" + token.encode("utf-8", "replace")).hexdigest()[:16] \
+        if token else ""
 
 
 class KeyChecker:

@@ -143,6 +143,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="requests waiting before 429 (default: %(default)s)")
     batch.add_argument("--no-shed", dest="shed", action="store_false",
                        help="queue requests predicted to miss the target instead of 429")
+    batch.add_argument("--slice-tokens", type=_arg(_positive_int), default=None,
+                       help="a request over this many tokens runs in slices that interleave "
+                            "with other requests (default: what a batch computes in half the "
+                            "latency target)")
+    batch.add_argument("--fair-tokens", type=_arg(_positive_int), default=None,
+                       help="tokens in the batcher that API keys share fairly (default: 4 "
+                            "batches per worker)")
+    batch.add_argument("--max-queue-tokens", type=_arg(_positive_int), default=None,
+                       help="tokens waiting for their share before 429 (default: 64 batches)")
 
     limits = p.add_argument_group("limits")
     limits.add_argument("--max-inputs", type=_arg(_positive_int), default=d.max_inputs,
@@ -197,6 +206,9 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         served_model_names=tuple(args.served_model_name),
         graceful_timeout_s=args.graceful_timeout / 1000.0,
         read_timeout_s=args.read_timeout / 1000.0,
+        slice_tokens=args.slice_tokens,
+        fair_tokens=args.fair_tokens,
+        max_queue_tokens=args.max_queue_tokens,
     )
 
 

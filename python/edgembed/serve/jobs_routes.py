@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import importlib.util
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from enum import Enum
@@ -45,6 +46,7 @@ from .schemas import EmbeddingRequest
 __all__ = ["JobService", "JobSettings", "install_jobs"]
 
 ENDPOINT = "/v1/embeddings"
+BATCH_KEY = "batch-jobs"
 MULTIPART_SLACK = 64 * 1024  # form boundaries and headers around the file
 _COPY = 1 << 20
 
@@ -131,16 +133,14 @@ class JobService:
             texts = [req.input] if isinstance(req.input, str) else req.input
             check_inputs(texts, state.settings, "input")
             model.check_dimensions(req.dimensions)
-            batcher = state.batcher
-            if batcher is None:
+            slicer = state.slicer
+            if slicer is None:
                 raise BatcherClosed("the server is not running")
-
-            def admit() -> tuple[list[int], Any]:
-                counts = model.tokens(texts, truncate=state.settings.truncate)
-                return counts, batcher.submit(texts, priority="bulk")
-
-            counts, fut = await asyncio.to_thread(admit)
-            raw = await asyncio.wrap_future(fut)
+            counts = await asyncio.to_thread(model.tokens, texts,
+                                             truncate=state.settings.truncate)
+            # Batch jobs share one key at the gate: together they take one fair share.
+            raw = await slicer.embed(BATCH_KEY, texts, counts, priority="bulk",
+                                     deadline_ms=None, started=time.perf_counter())
         except (Overloaded, BatcherClosed):
             raise
         except EdgembedError as exc:

@@ -119,6 +119,11 @@ class ServeSettings:
     headers; ``"*"`` allows any origin). ``served_model_names``: the names clients may put in
     ``model`` besides the model's own name.
 
+    Sharing (``fair.py``): a request over ``slice_tokens`` (``None``: what the cost model says
+    a batch computes in half the latency target) runs in slices; each API key's share of
+    ``fair_tokens`` in the batcher (``None``: 4 batches per worker); ``max_queue_tokens``
+    waiting for a share before 429 (``None``: 64 batches).
+
     Slow clients: a request's headers must arrive within ``read_timeout_s``, and its body at
     16 KiB/s on average after that (else 408; ``protocol.py``).
     """
@@ -141,6 +146,9 @@ class ServeSettings:
     served_model_names: tuple[str, ...] = ()
     graceful_timeout_s: float = 30.0
     read_timeout_s: float = 10.0
+    slice_tokens: int | None = None
+    fair_tokens: int | None = None
+    max_queue_tokens: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_queue", "workers", "max_inputs", "max_input_chars", "max_body_bytes"):
@@ -150,8 +158,10 @@ class ServeSettings:
             raise InputError(f"port must be from 0 to 65535, not {self.port}")
         if not 0.0 < self.percentile < 1.0:
             raise InputError(f"percentile must be between 0 and 1, not {self.percentile}")
-        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
-            raise InputError(f"max_batch_tokens must be at least 1, not {self.max_batch_tokens}")
+        for name in ("max_batch_tokens", "slice_tokens", "fair_tokens", "max_queue_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be at least 1, not {value}")
         if not self.graceful_timeout_s > 0:
             raise InputError("graceful_timeout_s must be positive")
         if not self.read_timeout_s > 0:

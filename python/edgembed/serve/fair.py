@@ -1,0 +1,318 @@
+"""Sharing the batcher: large requests in slices, admission by tokens, a fair share per key.
+
+::
+
+    request ─► token counts ─► slices: consecutive texts, at most ``slice_tokens`` each
+            ─► admission: the tokens waiting at the gate stay under ``max_waiting_tokens``
+            ─► gate: each API key's share of the tokens in the batcher (round robin)
+            ─► batcher.submit(slice)  ─►  rows of every slice, in the request's order
+
+The adaptive batcher never splits a request: one request of 2,048 long texts would hold the
+engine for a minute and every other request would wait behind it (or be refused). Here a
+request whose tokens exceed one slice — about the tokens one batch computes in half the
+latency target, by the batcher's own cost model — is cut into slices of consecutive texts,
+and at most ``DEPTH`` of its slices are in the batcher at a time: the next one joins the queue
+only when one finishes, so the requests that arrive meanwhile are served between slices.
+A request of several slices cannot meet the interactive target anyway; its slices run in the
+bulk lane, which the batcher serves after the interactive one (and fills batches with).
+Each text's vector is computed whole, in one batch, and the int8 model is batch-invariant: a
+sliced request gets exactly the vectors it would get unsliced, in its order.
+
+The gate keeps one key from taking the batcher for itself. A key may have tokens in the batcher
+up to its share, ``capacity_tokens`` divided among the keys that have work there or waiting;
+more waits at the gate, and the keys that wait are served in turn as tokens come back. A key
+with nothing in the batcher always passes, so a light user never waits behind a heavy one. With
+API keys off, every request shares one key, and the gate only bounds the tokens in the batcher.
+
+Everything here runs on the server's event loop (no locks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DeadlineExceeded, Overloaded
+
+__all__ = ["DEPTH", "FairGate", "Slicer", "plan_slices"]
+
+DEPTH = 2  # slices per worker in the batcher (default share): one runs, the next is queued
+_SLICE_REFRESH_S = 1.0
+_RETRY_CAP_S = 1.0
+
+
+def plan_slices(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` ranges of consecutive texts, each at most ``budget`` tokens (a text
+    over the budget alone is a slice of its own)."""
+    slices: list[tuple[int, int]] = []
+    start = total = 0
+    for i, n in enumerate(counts):
+        if i > start and total + n > budget:
+            slices.append((start, i))
+            start, total = i, 0
+        total += n
+    if start < len(counts):
+        slices.append((start, len(counts)))
+    return slices
+
+
+@dataclass
+class _Waiter:
+    tokens: int
+    future: asyncio.Future[None]
+
+
+@dataclass
+class _Key:
+    outstanding: int = 0
+    waiting: deque[_Waiter] = field(default_factory=deque)
+
+
+class FairGate:
+    """Per-key shares of the tokens in the batcher (see the module docstring)."""
+
+    def __init__(self, capacity_tokens: int, max_waiting_tokens: int) -> None:
+        self.capacity = int(capacity_tokens)
+        self.max_waiting = int(max_waiting_tokens)
+        self.total = 0  # tokens passed and not yet released
+        self.waiting_tokens = 0
+        self._keys: OrderedDict[str, _Key] = OrderedDict()  # order: whose turn comes next
+
+    def active_keys(self) -> int:
+        return len(self._keys)
+
+    def _share(self) -> float:
+        return self.capacity / max(1, len(self._keys))
+
+    def _may_pass(self, k: _Key, tokens: int) -> bool:
+        if k.outstanding == 0:
+            return True
+        return (k.outstanding + tokens <= self._share()
+                and self.total + tokens <= self.capacity)
+
+    def admit(self, tokens: int, retry_after: Callable[[], float]) -> None:
+        """Refuse (Overloaded) a request whose tokens would make the gate's waiting tokens
+        pass ``max_waiting_tokens``; a request is always admitted when nothing waits."""
+        if self.waiting_tokens and self.waiting_tokens + tokens > self.max_waiting:
+            retry_after_s = retry_after()
+            raise Overloaded(
+                f"the server has {self.waiting_tokens:,} tokens waiting, over its limit of "
+                f"{self.max_waiting:,} (--max-queue-tokens); retry after "
+                f"{retry_after_s:.1f} s", retry_after=retry_after_s)
+
+    async def acquire(self, key: str, tokens: int, timeout_s: float | None = None) -> None:
+        """Wait for ``key``'s turn to put ``tokens`` into the batcher."""
+        k = self._keys.get(key)
+        if k is None:
+            k = self._keys[key] = _Key()
+        if not k.waiting and self._may_pass(k, tokens):
+            self._take(k, tokens)
+            return
+        waiter = _Waiter(tokens, asyncio.get_running_loop().create_future())
+        k.waiting.append(waiter)
+        self.waiting_tokens += tokens
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
+        except BaseException:
+            if waiter.future.done() and not waiter.future.cancelled():
+                self.release(key, tokens)  # it was let through just as we gave up
+            else:
+                waiter.future.cancel()
+                k.waiting.remove(waiter)
+                self.waiting_tokens -= tokens
+                self._forget(key, k)
+                self._wake()
+            raise
+
+    def release(self, key: str, tokens: int) -> None:
+        """``tokens`` of ``key`` left the batcher (computed, failed or withdrawn)."""
+        k = self._keys.get(key)
+        if k is None:
+            return
+        k.outstanding -= tokens
+        self.total -= tokens
+        self._forget(key, k)
+        self._wake()
+
+    def _take(self, k: _Key, tokens: int) -> None:
+        k.outstanding += tokens
+        self.total += tokens
+
+    def _forget(self, key: str, k: _Key) -> None:
+        if k.outstanding <= 0 and not k.waiting:
+            self._keys.pop(key, None)
+
+    def _wake(self) -> None:
+        """Let waiters through, one per key in turn, while they fit."""
+        progress = True
+        while progress:
+            progress = False
+            for key in list(self._keys):
+                k = self._keys.get(key)
+                if k is None or not k.waiting:
+                    continue
+                head = k.waiting[0]
+                if head.future.cancelled() or not self._may_pass(k, head.tokens):
+                    continue
+                k.waiting.popleft()
+                self.waiting_tokens -= head.tokens
+                self._take(k, head.tokens)
+                head.future.set_result(None)
+                self._keys.move_to_end(key)  # its turn is over
+                progress = True
+
+
+class Slicer:
+    """Runs one request's texts through the gate and the batcher, in slices when large."""
+
+    def __init__(
+        self,
+        batcher: Callable[[], Any],
+        *,
+        max_length: int,
+        max_batch_tokens: int,
+        latency_target_ms: float,
+        max_waiting_tokens: int,
+        capacity_tokens: int | None = None,
+        slice_tokens: int | None = None,
+        workers: int = 1,
+    ) -> None:
+        self._batcher = batcher
+        self.max_length = int(max_length)
+        self.max_batch_tokens = int(max_batch_tokens)
+        self.latency_target_ms = float(latency_target_ms)
+        self.fixed_slice = slice_tokens
+        self.fixed_capacity = capacity_tokens
+        self.workers = int(workers)
+        self.gate = FairGate(capacity_tokens or DEPTH * self.max_length * self.workers,
+                             max_waiting_tokens)
+        self._slice = slice_tokens or self.max_length
+        self._slice_at = -math.inf
+
+    def slice_tokens(self) -> int:
+        """Tokens per slice: what the batcher's cost model says one batch computes in half
+        the interactive latency target, within [max_length, max_batch_tokens]."""
+        if self.fixed_slice:
+            if not self.fixed_capacity:
+                self.gate.capacity = DEPTH * self.fixed_slice * self.workers
+            return self.fixed_slice
+        now = time.monotonic()
+        if now - self._slice_at > _SLICE_REFRESH_S:
+            self._slice_at = now
+            cost = self._batcher().stats().cost_model
+            per_token = max(float(cost.get("ms_per_ktoken", 100.0)), 1e-6) / 1000.0
+            room = self.latency_target_ms / 2.0 - float(cost.get("fixed_ms", 0.0))
+            fits = int(room / per_token) if room > 0 else 0
+            self._slice = min(max(fits, self.max_length), self.max_batch_tokens)
+            if not self.fixed_capacity:
+                self.gate.capacity = DEPTH * self._slice * self.workers
+        return self._slice
+
+    def retry_after_s(self) -> float:
+        rate = float(self._batcher().stats().throughput_tokens_per_s or 0.0)
+        waiting = self.gate.waiting_tokens
+        return min(max(1.0, waiting / rate if rate > 0 else 1.0), 60.0)
+
+    async def embed(
+        self,
+        key: str,
+        texts: list[str],
+        counts: list[int],
+        *,
+        priority: str,
+        deadline_ms: float | None,
+        started: float,
+    ) -> Any:
+        """The raw vectors of ``texts`` (one row each, in order). ``deadline_ms`` counts from
+        ``started`` (``time.perf_counter``)."""
+        slices = plan_slices(counts, self.slice_tokens())
+        if len(slices) == 1 and priority == "interactive":
+            # What can meet the latency target goes straight to the batcher, whose admission
+            # plans its latency from the tokens ahead of it; the gate holds the rest.
+            return await self._one(None, texts, counts, priority, deadline_ms, started, True)
+        self.gate.admit(sum(counts), self.retry_after_s)
+        lane = "bulk" if len(slices) > 1 else priority
+        if len(slices) == 1:
+            return await self._one(key, texts, counts, lane, deadline_ms, started, True)
+        out: Any = None
+
+        async def run(index: int, a: int, b: int) -> None:
+            nonlocal out
+            part = np.asarray(await self._one(
+                key, texts[a:b], counts[a:b], lane, deadline_ms, started, index == 0),
+                dtype=np.float32)
+            if out is None:
+                out = np.empty((len(texts), part.shape[1]), dtype=np.float32)
+            out[a:b] = part
+
+        # Every slice waits at the gate in order; the key's share decides how many are in the
+        # batcher at once.
+        tasks = [asyncio.ensure_future(run(i, a, b)) for i, (a, b) in enumerate(slices)]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return out
+
+    async def _one(
+        self,
+        key: str | None,
+        texts: list[str],
+        counts: list[int],
+        priority: str,
+        deadline_ms: float | None,
+        started: float,
+        first: bool,
+    ) -> Any:
+        """One submission, through the gate unless ``key`` is None. A later slice of an
+        admitted request that the batcher refuses (Overloaded) waits and tries again, until
+        its deadline."""
+        tokens = sum(counts)
+        if key is not None:
+            try:
+                await self.gate.acquire(key, tokens, _remaining_s(deadline_ms, started))
+            except asyncio.TimeoutError:
+                raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed while the "
+                                       "request waited for its turn") from None
+        try:
+            delay = 0.05
+            while True:
+                remaining = None
+                if deadline_ms is not None:
+                    remaining = deadline_ms - (time.perf_counter() - started) * 1000.0
+                    if remaining <= 0:
+                        raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed "
+                                               "before the request was computed")
+                try:
+                    fut = self._batcher().submit(texts, priority=priority,
+                                                 deadline_ms=remaining, tokens=counts)
+                    break
+                except Overloaded as exc:
+                    if first:
+                        raise
+                    await asyncio.sleep(min(max(exc.retry_after, delay), _RETRY_CAP_S))
+                    delay = min(delay * 2.0, _RETRY_CAP_S)
+            try:
+                return await asyncio.wrap_future(fut)
+            except asyncio.CancelledError:
+                fut.cancel()
+                raise
+        finally:
+            if key is not None:
+                self.gate.release(key, tokens)
+
+
+def _remaining_s(deadline_ms: float | None, started: float) -> float | None:
+    if deadline_ms is None:
+        return None
+    return max(0.0, deadline_ms / 1000.0 - (time.perf_counter() - started))
