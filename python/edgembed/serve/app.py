@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -188,6 +189,8 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
             max_length=model.max_length,
             max_batch_tokens=budget,
             latency_target_ms=settings.latency_target_ms,
+            max_wait_ms=(state.batcher.config.bulk_latency_target_ms if settings.shed
+                         else math.inf),
             capacity_tokens=settings.fair_tokens,
             max_waiting_tokens=settings.max_queue_tokens or WAITING_BATCHES * budget,
             slice_tokens=settings.slice_tokens,

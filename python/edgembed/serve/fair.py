@@ -97,15 +97,28 @@ class FairGate:
         return (k.outstanding + tokens <= self._share()
                 and self.total + tokens <= self.capacity)
 
-    def admit(self, tokens: int, retry_after: Callable[[], float]) -> None:
-        """Refuse (Overloaded) a request whose tokens would make the gate's waiting tokens
-        pass ``max_waiting_tokens``; a request is always admitted when nothing waits."""
-        if self.waiting_tokens and self.waiting_tokens + tokens > self.max_waiting:
-            retry_after_s = retry_after()
-            raise Overloaded(
-                f"the server has {self.waiting_tokens:,} tokens waiting, over its limit of "
-                f"{self.max_waiting:,} (--max-queue-tokens); retry after "
-                f"{retry_after_s:.1f} s", retry_after=retry_after_s)
+    def admit(self, tokens: int, ms_per_token: float, max_wait_ms: float) -> None:
+        """Admit a request by tokens, or refuse it at once (Overloaded).
+
+        Refused: when the tokens waiting at the gate would pass ``max_waiting_tokens``, or
+        when the tokens ahead of it (waiting, and in the batcher) would take longer than
+        ``max_wait_ms`` to compute at ``ms_per_token``. A request is always admitted when
+        nothing waits: under overload a request is answered 429 at once, never by a wait.
+        """
+        if not self.waiting_tokens:
+            return
+        wait_ms = (self.waiting_tokens + self.total) * ms_per_token
+        if self.waiting_tokens + tokens > self.max_waiting:
+            why = (f"the server has {self.waiting_tokens:,} tokens waiting, over its limit "
+                   f"of {self.max_waiting:,} (--max-queue-tokens)")
+        elif wait_ms > max_wait_ms:
+            why = (f"the {self.waiting_tokens + self.total:,} tokens ahead of this request "
+                   f"take about {wait_ms:,.0f} ms, over the bulk latency target of "
+                   f"{max_wait_ms:g} ms")
+        else:
+            return
+        retry = min(max(1.0, (wait_ms - max_wait_ms) / 1000.0), 60.0)
+        raise Overloaded(f"{why}; retry after {retry:.1f} s", retry_after=retry)
 
     async def acquire(self, key: str, tokens: int, timeout_s: float | None = None) -> None:
         """Wait for ``key``'s turn to put ``tokens`` into the batcher."""
@@ -179,6 +192,7 @@ class Slicer:
         max_length: int,
         max_batch_tokens: int,
         latency_target_ms: float,
+        max_wait_ms: float,
         max_waiting_tokens: int,
         capacity_tokens: int | None = None,
         slice_tokens: int | None = None,
@@ -195,30 +209,25 @@ class Slicer:
                              max_waiting_tokens)
         self._slice = slice_tokens or self.max_length
         self._slice_at = -math.inf
+        self._ms_per_token = 0.1
+        self.max_wait_ms = float(max_wait_ms)
 
     def slice_tokens(self) -> int:
         """Tokens per slice: what the batcher's cost model says one batch computes in half
         the interactive latency target, within [max_length, max_batch_tokens]."""
-        if self.fixed_slice:
-            if not self.fixed_capacity:
-                self.gate.capacity = DEPTH * self.fixed_slice * self.workers
-            return self.fixed_slice
         now = time.monotonic()
         if now - self._slice_at > _SLICE_REFRESH_S:
             self._slice_at = now
             cost = self._batcher().stats().cost_model
             per_token = max(float(cost.get("ms_per_ktoken", 100.0)), 1e-6) / 1000.0
+            self._ms_per_token = per_token / self.workers
             room = self.latency_target_ms / 2.0 - float(cost.get("fixed_ms", 0.0))
             fits = int(room / per_token) if room > 0 else 0
-            self._slice = min(max(fits, self.max_length), self.max_batch_tokens)
+            self._slice = self.fixed_slice or min(max(fits, self.max_length),
+                                                  self.max_batch_tokens)
             if not self.fixed_capacity:
                 self.gate.capacity = DEPTH * self._slice * self.workers
         return self._slice
-
-    def retry_after_s(self) -> float:
-        rate = float(self._batcher().stats().throughput_tokens_per_s or 0.0)
-        waiting = self.gate.waiting_tokens
-        return min(max(1.0, waiting / rate if rate > 0 else 1.0), 60.0)
 
     async def embed(
         self,
@@ -237,7 +246,7 @@ class Slicer:
             # What can meet the latency target goes straight to the batcher, whose admission
             # plans its latency from the tokens ahead of it; the gate holds the rest.
             return await self._one(None, texts, counts, priority, deadline_ms, started, True)
-        self.gate.admit(sum(counts), self.retry_after_s)
+        self.gate.admit(sum(counts), self._ms_per_token, self.max_wait_ms)
         lane = "bulk" if len(slices) > 1 else priority
         if len(slices) == 1:
             return await self._one(key, texts, counts, lane, deadline_ms, started, True)
