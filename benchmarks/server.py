@@ -14,6 +14,16 @@ one that stays busy for a minute is restarted.
 Printed: throughput (answered requests/s), p50 and p99 latency, share within the target,
 429s and timeouts, and edgembed/peer ratios.
 
+With ``--bulk`` it measures something else: one big request must not starve everyone. A bulk
+client keeps sending large requests (``--bulk-texts`` long texts each, back to back, two at a
+time) while an interactive client sends one short text at a time with Poisson arrivals at the
+first of ``--rates``; printed are the small requests' p50/p99 and 429s and the bulk texts/s,
+for edgembed as it runs (large requests in slices, docs/server.md) and with slicing off
+(``--slice-tokens`` past any request: each request one batch, as before slicing). No peer:
+``--st-python`` is not needed::
+
+    .venv/bin/python benchmarks/server.py --bulk --rates 10 --seconds 30
+
 The peer needs an interpreter with torch, sentence-transformers, fastapi and uvicorn, kept out
 of the project's venv, e.g.::
 
@@ -163,15 +173,123 @@ async def drive(
              "sent": len(plan), **{k: float(v) for k, v in codes.items()}}, lat)
 
 
+LONG = ("a long document about batching, fairness and latency targets on small machines, "
+        "written out so that it fills the model's whole window of tokens ") * 10
+
+
+async def drive_bulk(port: int, rate: float, seconds: float, bulk_texts: int
+                     ) -> dict[str, float]:
+    """Small requests at ``rate`` while two bulk clients send ``bulk_texts`` long texts each."""
+    plan = requests_for(rate, seconds, seed=7)
+    lat: list[float] = []
+    refused = failed = bulk_done = 0
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits,
+                                 timeout=600) as client:
+        start = time.perf_counter()
+        stop = start + seconds
+
+        async def bulk(worker: int) -> None:
+            nonlocal bulk_done
+            n = 0
+            while time.perf_counter() < stop:
+                texts = [f"{worker}.{n}.{i} {LONG}" for i in range(bulk_texts)]
+                r = await client.post("/v1/embeddings", json={"input": texts},
+                                      headers={"Authorization": "Bearer bulk-key"})
+                if r.status_code == 200 and time.perf_counter() < stop + 60:
+                    bulk_done += len(texts)
+                n += 1
+
+        async def small(at: float, texts: list[str]) -> None:
+            nonlocal refused, failed
+            await asyncio.sleep(max(0.0, at - (time.perf_counter() - start)))
+            t0 = time.perf_counter()
+            r = await client.post("/v1/embeddings", json={"input": texts[:1]},
+                                  headers={"Authorization": "Bearer small-key"})
+            if r.status_code == 200:
+                lat.append(time.perf_counter() - t0)
+            elif r.status_code == 429:
+                refused += 1
+            else:
+                failed += 1
+
+        await asyncio.gather(bulk(0), bulk(1), *(small(at, t) for at, t in plan))
+        wall = time.perf_counter() - start
+    lat.sort()
+
+    def q(p: float) -> float:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else float("nan")
+
+    return {"sent": len(plan), "answered": len(lat), "p50_ms": q(0.5), "p99_ms": q(0.99),
+            "max_ms": lat[-1] * 1000 if lat else float("nan"), "429": refused,
+            "other": failed, "bulk_texts_per_s": bulk_done / wall}
+
+
+def bulk_main(args: argparse.Namespace) -> int:
+    rate = float(args.rates.split(",")[0])
+    results: dict[str, dict[str, float]] = {}
+    load = os.getloadavg()
+    for name, extra in (("sliced (default)", []), ("slicing off", ["--slice-tokens",
+                                                                   "100000000"])):
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "edgembed.serve", "--port", str(port), "--threads",
+             str(args.threads), "--no-access-log", "--latency-target",
+             f"{args.latency_target_ms:g}ms", "--api-key", "bulk-key", "--api-key",
+             "small-key", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_ready_keyed(port, proc)
+            results[name] = asyncio.run(drive_bulk(port, rate, args.seconds, args.bulk_texts))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    print(f"# server benchmark, bulk — {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+          f"{os.cpu_count()} cores, load average {load[0]:.2f} at start, {args.threads} model "
+          f"threads, {args.seconds:g} s, latency target {args.latency_target_ms:g} ms; small "
+          f"requests (1 short text) at {rate:g}/s while 2 clients send {args.bulk_texts} "
+          "texts of 256 tokens each, back to back")
+    print("| server | small sent | answered | p50 ms | p99 ms | max ms | 429 | bulk texts/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['sent']:.0f} | {r['answered']:.0f} | {r['p50_ms']:.0f} | "
+              f"{r['p99_ms']:.0f} | {r['max_ms']:.0f} | {r['429']:.0f} | "
+              f"{r['bulk_texts_per_s']:.1f} |")
+    return 0
+
+
+def wait_ready_keyed(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on port {port} exited with {proc.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"server on port {port} did not become ready")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--st-python", required=True, help="interpreter with torch + "
-                    "sentence-transformers + fastapi + uvicorn")
+    ap.add_argument("--st-python", help="interpreter with torch + "
+                    "sentence-transformers + fastapi + uvicorn (needed without --bulk)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="small requests' latency while a bulk client sends large requests")
+    ap.add_argument("--bulk-texts", type=int, default=128, help="texts per bulk request")
     ap.add_argument("--rates", default="10,25,50,100", help="requests/s, comma-separated")
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--latency-target-ms", type=float, default=100.0)
     args = ap.parse_args()
+    if args.bulk:
+        return bulk_main(args)
+    if not args.st_python:
+        ap.error("--st-python is required (or --bulk)")
 
     from edgembed.sources import pull
 

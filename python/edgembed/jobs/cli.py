@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from ..cli import Command, add_model_options, positive_int
-from ..io.formats import INPUT_FORMATS, OUTPUT_FORMATS
 from ..errors import JobError
+from ..io.formats import INPUT_FORMATS, OUTPUT_FORMATS
 from .runner import run_batch
 from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 

@@ -3,26 +3,30 @@
 ::
 
     request ─► token counts ─► slices: consecutive texts, at most ``slice_tokens`` each
-            ─► admission: the tokens waiting at the gate stay under ``max_waiting_tokens``
-            ─► gate: each API key's share of the tokens in the batcher (round robin)
-            ─► batcher.submit(slice)  ─►  rows of every slice, in the request's order
+            ─► one slice, interactive: straight to the batcher (admitted by its latency plan)
+            ─► otherwise: admission by tokens ─► gate: the key's share ─► batcher, bulk lane
+            ─► rows of every slice, in the request's order
 
 The adaptive batcher never splits a request: one request of 2,048 long texts would hold the
 engine for a minute and every other request would wait behind it (or be refused). Here a
-request whose tokens exceed one slice — about the tokens one batch computes in half the
-latency target, by the batcher's own cost model — is cut into slices of consecutive texts,
-and at most ``DEPTH`` of its slices are in the batcher at a time: the next one joins the queue
-only when one finishes, so the requests that arrive meanwhile are served between slices.
-A request of several slices cannot meet the interactive target anyway; its slices run in the
-bulk lane, which the batcher serves after the interactive one (and fills batches with).
-Each text's vector is computed whole, in one batch, and the int8 model is batch-invariant: a
-sliced request gets exactly the vectors it would get unsliced, in its order.
+request whose tokens exceed one slice — what the batcher's cost model says one batch computes
+in half the latency target — is cut into slices of consecutive texts. A request of several
+slices cannot meet the interactive target anyway: its slices run in the bulk lane, which the
+batcher serves after interactive requests, and only a few are in the batcher at a time (the
+key's share), so a small request that arrives meanwhile waits for the slice being computed,
+not for the whole request. Each text's vector is computed whole, in one batch, and the int8
+model is batch-invariant: a sliced request gets exactly the vectors it would get unsliced, in
+its order.
 
-The gate keeps one key from taking the batcher for itself. A key may have tokens in the batcher
-up to its share, ``capacity_tokens`` divided among the keys that have work there or waiting;
-more waits at the gate, and the keys that wait are served in turn as tokens come back. A key
-with nothing in the batcher always passes, so a light user never waits behind a heavy one. With
-API keys off, every request shares one key, and the gate only bounds the tokens in the batcher.
+The gate keeps one key from taking the batcher for itself. A key may have tokens in the
+batcher up to its share: ``capacity_tokens`` (default two slices per worker, one computed and
+one queued) divided among the keys that have work there or waiting; more waits at the gate,
+and the keys that wait are served in turn as tokens come back. A key with nothing in the
+batcher always passes, so a light user never waits behind a heavy one, and a key with ten
+large requests gets the share of a key with one. With API keys off every request shares one
+key. A request that would wait is admitted by its tokens: refused at once (429) when the
+tokens ahead of it would take longer than the bulk latency target to compute, or pass
+``max_waiting_tokens``.
 
 Everything here runs on the server's event loop (no locks).
 """

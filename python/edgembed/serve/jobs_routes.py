@@ -174,7 +174,7 @@ class JobService:
         tags: list[str | Enum] = ["Batch jobs"]
 
         @app.post("/v1/files", tags=tags, summary="Upload a batch input file (JSONL)",
-                  openapi_extra=_UPLOAD_DOC)
+                  openapi_extra=_UPLOAD_DOC, responses=_links(_FILE_LINKS))
         async def create_file(request: Request) -> JSONResponse:
             owner = self.owner(request)
             staged, filename = await self._receive_upload(request)
@@ -211,7 +211,8 @@ class JobService:
                 raise _not_found("file", file_id)
             return JSONResponse({"id": file_id, "object": "file", "deleted": True})
 
-        @app.post("/v1/batches", tags=tags, summary="Create a batch of /v1/embeddings requests")
+        @app.post("/v1/batches", tags=tags, summary="Create a batch of /v1/embeddings requests",
+                  responses=_links(_BATCH_LINKS))
         async def create_batch(request: Request, body: BatchCreate) -> JSONResponse:
             owner = self.owner(request)
             if body.endpoint != ENDPOINT:
@@ -314,6 +315,30 @@ def _page(data: list[dict[str, Any]], more: bool) -> dict[str, Any]:
     return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None, "has_more": more}
 
+
+def _links(links: dict[str, dict[str, Any]]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI links from a created object's id to the operations on it (clients and
+    stateful API testers follow them)."""
+    return {200: {"description": "The created object.", "links": links}}
+
+
+_FILE_ID = {"file_id": "$response.body#/id"}
+_FILE_LINKS = {
+    "GetFile": {"operationId": "get_file_v1_files__file_id__get", "parameters": _FILE_ID},
+    "GetFileContent": {"operationId": "file_content_v1_files__file_id__content_get",
+                       "parameters": _FILE_ID},
+    "CreateBatch": {"operationId": "create_batch_v1_batches_post",
+                    "requestBody": {"input_file_id": "$response.body#/id",
+                                    "endpoint": "/v1/embeddings", "completion_window": "24h"}},
+    "DeleteFile": {"operationId": "delete_file_v1_files__file_id__delete",
+                   "parameters": _FILE_ID},
+}
+_BATCH_ID = {"batch_id": "$response.body#/id"}
+_BATCH_LINKS = {
+    "GetBatch": {"operationId": "get_batch_v1_batches__batch_id__get", "parameters": _BATCH_ID},
+    "CancelBatch": {"operationId": "cancel_batch_v1_batches__batch_id__cancel_post",
+                    "parameters": _BATCH_ID},
+}
 
 _UPLOAD_DOC: dict[str, Any] = {
     "requestBody": {
