@@ -63,7 +63,7 @@ def test_plan_slices() -> None:
 
 def test_small_requests_are_served_between_slices(server: BackgroundServer,
                                                   embedder: Embedder) -> None:
-    big = long_texts("bulk", 96)  # 96 texts of 256 tokens: dozens of slices
+    big = long_texts("bulk", 64)  # 64 texts of 256 tokens: dozens of slices
     result: dict[str, Any] = {}
 
     def bulk() -> None:
@@ -91,8 +91,8 @@ def test_small_requests_are_served_between_slices(server: BackgroundServer,
 
 
 def test_each_key_gets_a_fair_share(server: BackgroundServer, embedder: Embedder) -> None:
-    heavy = [long_texts(f"heavy{j}", 16) for j in range(4)]
-    light = long_texts("light", 16)
+    heavy = [long_texts(f"heavy{j}", 8) for j in range(4)]
+    light = long_texts("light", 8)
     done: dict[str, float] = {}
     vectors: dict[str, Any] = {}
 
