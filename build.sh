@@ -3,7 +3,8 @@
 #
 #   setup    create .venv and install edgembed (editable) with its dev tools
 #   embed    embed text with the default model (pulls and exports it on first use)
-#   test     run every test suite (Python, C engine, wasm, JS) after building what they need
+#   test     run every test suite (C engine, fuzzing, wasm, JS, Python) after building what
+#            they need; one suite for development: test python [PYTEST ARGS] | test c | test js
 #   check    ruff + mypy
 #   native   build the C engine as a shared library + C tests (build/native/)
 #   fuzz     bounded libFuzzer run of the bundle reader and tokenizer (needs clang)
@@ -70,13 +71,22 @@ py() {
   "$PY" -m build --wheel --outdir dist .
 }
 
-run_tests() {
-  have_venv || setup
-  bash runtime/build.sh test        # C tests, native and under ASan/UBSan, fuzz crashers replayed
-  fuzz 40
-  wasm
-  [[ -f js/build.sh ]] && { bash js/build.sh; bash js/test.sh; }
+test_c() { bash runtime/build.sh test; }  # C tests, native and under ASan/UBSan, crashers replayed
+test_js() { wasm; bash js/build.sh; bash js/test.sh; }
+test_python() {  # builds the engine only where it is missing: after a C change, build it first
+  [[ -f build/wasm/edgembed.wasm ]] || wasm
+  [[ -f build/native/libedgembed.so ]] || native
   "$PY" -m pytest "$@"
+}
+
+run_tests() {  # ./build.sh test [python [PYTEST ARGS] | c | js | PYTEST ARGS]
+  have_venv || setup
+  case "${1:-}" in
+    python) shift; test_python "$@" ;;
+    c) test_c ;;
+    js) test_js ;;
+    *) test_c; fuzz 40; test_js; "$PY" -m pytest "$@" ;;  # the whole thing, as CI runs it
+  esac
 }
 
 bench() {  # every benchmark: benchmarks/*.py, then *.mjs on the npm package and js/test.sh's hosts

@@ -40,7 +40,8 @@ PARITY = 0.999
 def cos_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = a / np.linalg.norm(a, axis=1, keepdims=True)
     b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return np.sum(a * b, axis=1)
+    cos: np.ndarray = np.sum(a * b, axis=1)
+    return cos
 
 
 def report(name: str, cos: np.ndarray) -> bool:

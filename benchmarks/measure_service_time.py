@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
 
-    from edgembed import Embedder  # type: ignore[attr-defined]
+    from edgembed import Embedder
 
     e = Embedder.load(args.model, variant=args.variant)
     count = getattr(e, "count_tokens", None)
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     for texts in batches[:: max(1, len(batches) // 6)]:  # warm up caches and thread pools
         e.embed(texts)
 
-    samples = []
+    samples: list[dict[str, Any]] = []
     started = time.time()
     for texts in batches:
         lengths = count(texts)

@@ -66,12 +66,16 @@ def pipeline(encode: Callable[[list[list[int]]], Vectors],
     out = np.zeros((len(ids), 384), dtype=np.float32)
     for batch in plan_batches([len(s) for s in ids], CPU_BATCH_TOKENS, 128):
         out[batch] = encode([ids[i] for i in batch])
-    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), np.float32(1e-12))
+    normalized: Vectors = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True),
+                                           np.float32(1e-12))
+    return normalized
 
 
 def cosines(a: Vectors, b: Vectors) -> npt.NDArray[np.float64]:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    return (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) / np.linalg.norm(b64, axis=1)
+    cos: npt.NDArray[np.float64] = (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) \
+        / np.linalg.norm(b64, axis=1)
+    return cos
 
 
 def alone_vs_batch(encode: Callable[[list[list[int]]], Vectors], ids: list[list[int]]) -> float:

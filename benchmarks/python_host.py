@@ -25,6 +25,7 @@ install torch==2.13.0 sentence-transformers``. Results go in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -148,7 +149,7 @@ def main() -> int:
     for variant in ("int8", "fp32"):
         run = plain_onnxruntime(int8.model_dir / f"model.{variant}.onnx", source,
                                 int8.max_length, args.plain_batch)
-        engines[f"plain onnxruntime {variant}"] = timed(lambda r=run: r(texts))
+        engines[f"plain onnxruntime {variant}"] = timed(functools.partial(run, texts))
     for engine in engines.values():  # warm-up
         engine()
     st_key = "sentence-transformers (torch CPU fp32)"
@@ -156,7 +157,7 @@ def main() -> int:
     child = None
     if args.st_python:
         child = SentenceTransformersChild(args.st_python, source, texts)
-        engines[st_key] = lambda c=child: c.run()
+        engines[st_key] = child.run
         st_note = (f"sentence-transformers {child.info['st']}, torch {child.info['torch']}, "
                    f"{child.info['threads']} threads, batch 32")
     times: dict[str, list[float]] = {name: [] for name in engines}

@@ -127,7 +127,8 @@ def wait_idle(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> bool:
 
 def requests_for(rate: float, seconds: float, seed: int) -> list[tuple[float, list[str]]]:
     rng = random.Random(seed)
-    t, out = 0.0, []
+    t = 0.0
+    out: list[tuple[float, list[str]]] = []
     while True:
         t += rng.expovariate(rate)
         if t >= seconds:

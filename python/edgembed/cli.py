@@ -24,7 +24,6 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
@@ -444,24 +443,11 @@ def _info_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
 
-def _model_dir_of(model: str) -> Path:
-    from .manifest import MANIFEST_NAME
-    from .sources import model_cache_dir, resolve
-
-    path = Path(model).expanduser()
-    if path.is_dir():
-        if path.name == "source" and (path.parent / MANIFEST_NAME).is_file():
-            return path.parent
-        if (path / MANIFEST_NAME).is_file():
-            return path
-    spec, _ = resolve(model)
-    return model_cache_dir(spec.name)
-
-
 def _run_info(args: argparse.Namespace) -> int:
     from .manifest import Manifest
+    from .prepare import model_dir_of
 
-    model_dir = _model_dir_of(args.model)
+    model_dir = model_dir_of(args.model)
     manifest = Manifest.load(model_dir)
     if args.json:
         print(json.dumps({**manifest.to_json(), "model_dir": str(model_dir)}, indent=2,

@@ -16,11 +16,34 @@ from pathlib import Path
 from .errors import InvalidModelDir
 from .manifest import MANIFEST_NAME, Manifest
 
-__all__ = ["Progress", "prepare_model"]
+__all__ = ["Progress", "exported_dir", "model_dir_of", "prepare_model"]
 
 _log = logging.getLogger("edgembed")
 
 Progress = Callable[[str], None]
+
+
+def exported_dir(path: Path) -> Path | None:
+    """The exported model directory ``path`` is (one with ``edgembed.json``), or whose
+    ``source/`` folder it is; None for any other path."""
+    if path.name == "source" and (path.parent / MANIFEST_NAME).is_file():
+        return path.parent  # the source folder of a model in the cache
+    if (path / MANIFEST_NAME).is_file():
+        return path
+    return None
+
+
+def model_dir_of(model: str) -> Path:
+    """Where the model ``model`` names is (or will be) exported, pulling and exporting nothing:
+    an exported directory itself, else the cache's directory for the catalog or local model."""
+    from .sources import model_cache_dir, resolve
+
+    path = Path(model).expanduser()
+    found = exported_dir(path) if path.is_dir() else None
+    if found is not None:
+        return found
+    spec, _ = resolve(model)
+    return model_cache_dir(spec.name)
 
 
 def prepare_model(
@@ -35,17 +58,15 @@ def prepare_model(
 
     text = os.fspath(model)
     path = Path(text).expanduser()
-    if text.lower() not in catalog() and path.is_dir():
-        if path.name == "source" and (path.parent / MANIFEST_NAME).is_file():
-            path = path.parent  # the source folder of a model in the cache
-        if (path / MANIFEST_NAME).is_file():
-            manifest = Manifest.load(path)
-            if variant in manifest.variants:
-                return path, manifest
-            cached = model_cache_dir(manifest.name)
-            if cached.exists() and cached.resolve() == path.resolve():
-                return _export(manifest.name, variant, progress, export_model)
-            manifest.variant_path(path, variant)  # raises, saying how to export it
+    found = exported_dir(path) if text.lower() not in catalog() and path.is_dir() else None
+    if found is not None:
+        manifest = Manifest.load(found)
+        if variant in manifest.variants:
+            return found, manifest
+        cached = model_cache_dir(manifest.name)
+        if cached.exists() and cached.resolve() == found.resolve():
+            return _export(manifest.name, variant, progress, export_model)
+        manifest.variant_path(found, variant)  # raises, saying how to export it
     spec, _ = resolve(model)
     cached = model_cache_dir(spec.name)
     if (cached / MANIFEST_NAME).is_file() and not revision_differs(text):

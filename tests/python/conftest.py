@@ -1,16 +1,27 @@
-"""Shared fixtures: the real all-MiniLM-L6-v2 files, pulled once per test session."""
+"""Shared fixtures, each made once per test session: the real all-MiniLM-L6-v2 files, its
+exports and engine bundle, the reference fixture, and the engine's native and wasm builds."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 CATALOG = REPO / "models" / "catalog"
+REFERENCE = FIXTURES / "reference" / "all-minilm-l6-v2.json"
+NATIVE_LIB = REPO / "build" / "native" / "libedgembed.so"
+WASM_DIR = REPO / "build" / "wasm"
+WASM_FILES = ("edgembed.wasm", "edgembed-relaxed.wasm", "edgembed-threads.wasm",
+              "kernels_test.wasm")
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +69,54 @@ def edgembed_home(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) 
 def exported_model_dir(edgembed_home: Path) -> Path:
     """The exported all-minilm-l6-v2 directory (edgembed.json, model.fp32/int8.onnx, source/)."""
     return edgembed_home / "models" / "all-minilm-l6-v2"
+
+
+@pytest.fixture()
+def model_home(edgembed_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """EDGEMBED_HOME set to the session's home for one test, and CUDA reported absent (so
+    ``backend="auto"`` decides the same on every test machine)."""
+    monkeypatch.setenv("EDGEMBED_HOME", str(edgembed_home))
+    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _r: (False, "no GPU in tests"))
+    return edgembed_home
+
+
+@pytest.fixture(scope="session")
+def bundle(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """all-minilm-l6-v2's engine bundle (.emb), as ``embed bundle`` writes it."""
+    from edgembed.export.bundle import write_bundle
+
+    out = tmp_path_factory.mktemp("bundle") / "all-minilm-l6-v2.emb"
+    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
+    return out
+
+
+@pytest.fixture(scope="session")
+def reference() -> dict[str, Any]:
+    """The reference fixture: texts, Hugging Face ``tokenizers`` ids and sentence-transformers
+    fp32 vectors (written by ``tests/fixtures/make_reference.py``, which says how)."""
+    data: dict[str, Any] = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.fixture(scope="session")
+def native_library() -> Path:
+    """build/native/libedgembed.so, built (``runtime/build.sh native``) when missing."""
+    if not NATIVE_LIB.exists():
+        if shutil.which("cc") is None:
+            pytest.fail("no C compiler: install gcc or clang, then run runtime/build.sh native")
+        subprocess.run(["bash", str(REPO / "runtime" / "build.sh"), "native"], check=True,
+                       cwd=REPO)
+    return NATIVE_LIB
+
+
+@pytest.fixture(scope="session")
+def wasm_dir() -> Path:
+    """build/wasm with every engine build and the kernel test module, built when missing
+    (``runtime/tools/build_wasm.py``: pip ziglang, npm binaryen)."""
+    if not all((WASM_DIR / n).is_file() for n in WASM_FILES):
+        subprocess.run([sys.executable, str(REPO / "runtime" / "tools" / "build_wasm.py")],
+                       check=True, cwd=REPO)
+    return WASM_DIR
 
 
 def link_model(src: Path, dst: Path, *, skip: tuple[str, ...] = ()) -> Path:

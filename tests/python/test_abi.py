@@ -135,15 +135,15 @@ def test_every_public_struct_is_described(header: Header, ts: TsAbi) -> None:
     for name, fields in header.structs.items():
         assert list(_abi.STRUCTS[name].fields) == fields, f"{name}: fields differ (_abi.py)"
     assert "emb_model_info" in ts.structs
-    for name, fields in ts.structs.items():
+    for name, names in ts.structs.items():
         assert name in header.structs, f"js/src/abi.ts: STRUCT_FIELDS has {name}, edgembed.h not"
-        assert fields == [n for n, _ in header.structs[name]], (
+        assert names == [n for n, _ in header.structs[name]], (
             f"edit STRUCT_FIELDS.{name} in js/src/abi.ts"
         )
         layout = _abi.STRUCTS[name]
-        assert [layout.offset(f, _abi.WASM_POINTER_BYTES) for f in fields] == [
-            4 * i for i in range(len(fields))
-        ] and layout.size(_abi.WASM_POINTER_BYTES) == 4 * len(fields), (
+        assert [layout.offset(f, _abi.WASM_POINTER_BYTES) for f in names] == [
+            4 * i for i in range(len(names))
+        ] and layout.size(_abi.WASM_POINTER_BYTES) == 4 * len(names), (
             f"abi.ts reads {name} as int32 words: its fields must be 4 bytes in wasm32"
         )
 

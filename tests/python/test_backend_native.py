@@ -11,10 +11,8 @@ compiler).
 from __future__ import annotations
 
 import hashlib
-import json
-import shutil
-import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,32 +26,13 @@ from edgembed.backends.native import (
     native_available,
 )
 from edgembed.errors import BackendUnavailable, BundleError, InputError, InputTooLong
-from edgembed.export.bundle import write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
-LIB = REPO / "build" / "native" / "libedgembed.so"
-REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 
 
 @pytest.fixture(scope="session")
-def library() -> Path:
-    if not LIB.exists():
-        if shutil.which("cc") is None:
-            pytest.fail("no C compiler: install gcc or clang, then run runtime/build.sh native")
-        subprocess.run(["bash", str(REPO / "runtime" / "build.sh"), "native"], check=True, cwd=REPO)
-    return LIB
-
-
-@pytest.fixture(scope="session")
-def bundle(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("native-backend") / "all-minilm-l6-v2.emb"
-    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
-    return out
-
-
-@pytest.fixture(scope="session")
-def reference() -> dict:
-    return json.loads(REFERENCE.read_text(encoding="utf-8"))
+def library(native_library: Path) -> Path:
+    return native_library
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +42,9 @@ def backend(library: Path, bundle: Path) -> NativeBackend:
 
 def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    return (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) / np.linalg.norm(b64, axis=1)
+    cos: npt.NDArray[np.float64] = (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) \
+        / np.linalg.norm(b64, axis=1)
+    return cos
 
 
 def test_describes_its_kernels(backend: NativeBackend, library: Path) -> None:
@@ -80,12 +61,14 @@ def test_describes_its_kernels(backend: NativeBackend, library: Path) -> None:
         assert ok and backend.kernels in why
 
 
-def test_tokenizer_matches_hugging_face(backend: NativeBackend, reference: dict) -> None:
+def test_tokenizer_matches_hugging_face(backend: NativeBackend, reference: dict[str, Any]) -> None:
     assert backend.tokenize(reference["texts"]) == reference["token_ids"]
     assert backend.count_tokens(reference["texts"]) == [len(s) for s in reference["token_ids"]]
 
 
-def test_int8_bar_against_sentence_transformers(backend: NativeBackend, reference: dict) -> None:
+def test_int8_bar_against_sentence_transformers(
+    backend: NativeBackend, reference: dict[str, Any]
+) -> None:
     got = backend.encode(reference["token_ids"])
     want = np.asarray(reference["embeddings"], dtype=np.float32)
     cos = cosines(got, want)
@@ -94,7 +77,7 @@ def test_int8_bar_against_sentence_transformers(backend: NativeBackend, referenc
 
 
 def test_agrees_with_onnxruntime_as_closely_as_onnxruntime_agrees_with_itself(
-    backend: NativeBackend, exported_model_dir: Path, reference: dict
+    backend: NativeBackend, exported_model_dir: Path, reference: dict[str, Any]
 ) -> None:
     """The engine against onnxruntime running the exported int8 model (the same weights and
     scheme), every reference text alone.
@@ -135,7 +118,7 @@ def test_agrees_with_onnxruntime_as_closely_as_onnxruntime_agrees_with_itself(
 
 
 def test_same_vectors_as_the_wasm_engine(
-    backend: NativeBackend, bundle: Path, reference: dict
+    backend: NativeBackend, bundle: Path, reference: dict[str, Any]
 ) -> None:
     pytest.importorskip("wasmtime", reason="pip install wasmtime")
     if not (REPO / "build" / "wasm" / "edgembed.wasm").is_file():
@@ -149,7 +132,7 @@ def test_same_vectors_as_the_wasm_engine(
     assert np.array_equal(native, wasm)  # the same arithmetic in the same order: the same bits
 
 
-def test_batch_invariance(backend: NativeBackend, reference: dict) -> None:
+def test_batch_invariance(backend: NativeBackend, reference: dict[str, Any]) -> None:
     rng = np.random.default_rng(11)
     seqs = reference["token_ids"]
     picks = [seqs[i] for i in rng.choice(len(seqs), size=30, replace=False)]
@@ -159,7 +142,9 @@ def test_batch_invariance(backend: NativeBackend, reference: dict) -> None:
         assert np.array_equal(alone, together)
 
 
-def test_thread_counts_and_kernel_sets_agree(library: Path, bundle: Path, reference: dict) -> None:
+def test_thread_counts_and_kernel_sets_agree(
+    library: Path, bundle: Path, reference: dict[str, Any]
+) -> None:
     seqs = reference["token_ids"][:60]
     small = [s for s in seqs if len(s) <= 12][:5]  # a few tokens: the column split
     base = NativeBackend(bundle, threads=1, library=library)
@@ -177,7 +162,7 @@ def test_thread_counts_and_kernel_sets_agree(library: Path, bundle: Path, refere
     base.close()
 
 
-def test_packed_input_and_chunking(library: Path, bundle: Path, reference: dict) -> None:
+def test_packed_input_and_chunking(library: Path, bundle: Path, reference: dict[str, Any]) -> None:
     b = NativeBackend(bundle, threads=2, library=library, max_tokens=300)
     seqs = [s for s in reference["token_ids"] if len(s) > 100][:6]  # > 300 tokens: several calls
     ids = np.concatenate([np.asarray(s, dtype=np.int32) for s in seqs])
@@ -263,7 +248,7 @@ def test_library_found_from_the_environment(library: Path, monkeypatch: pytest.M
 
 
 def test_cross_built_library_gives_the_same_vectors(
-    backend: NativeBackend, bundle: Path, reference: dict
+    backend: NativeBackend, bundle: Path, reference: dict[str, Any]
 ) -> None:
     """The zig-built library (runtime/build.sh cross), when present, agrees with the gcc one."""
     import platform

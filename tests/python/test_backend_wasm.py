@@ -6,56 +6,23 @@ when it is missing.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from edgembed.backends._abi import Pooling, Status
 from edgembed.errors import BundleError, InputTooLong
-from edgembed.export.bundle import write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
-WASM = REPO / "build" / "wasm"
-REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 
 wasmtime = pytest.importorskip("wasmtime", reason="pip install wasmtime")
 
 
 @pytest.fixture(scope="session")
-def wasm_dir() -> Path:
-    needed = [
-        "edgembed.wasm",
-        "edgembed-relaxed.wasm",
-        "edgembed-threads.wasm",
-        "kernels_test.wasm",
-    ]
-    if not all((WASM / n).is_file() for n in needed):
-        subprocess.run(
-            [sys.executable, str(REPO / "runtime" / "tools" / "build_wasm.py")],
-            check=True,
-            cwd=REPO,
-        )
-    return WASM
-
-
-@pytest.fixture(scope="session")
-def bundle(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wasm") / "all-minilm-l6-v2.emb"
-    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
-    return out
-
-
-@pytest.fixture(scope="session")
-def reference() -> dict:
-    return json.loads(REFERENCE.read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="session")
-def backends(wasm_dir: Path, bundle: Path) -> dict:
+def backends(wasm_dir: Path, bundle: Path) -> dict[str, Any]:
     from edgembed.backends.wasm import WasmBackend
 
     return {v: WasmBackend(bundle, variant=v, wasm_dir=wasm_dir) for v in ("relaxed", "simd128")}
@@ -89,12 +56,12 @@ def test_kernel_variants_agree_bit_for_bit(wasm_dir: Path) -> None:
         assert ex["emb_test_kernels"](store, seed) == 0
 
 
-def test_variant_probe(backends: dict) -> None:
+def test_variant_probe(backends: dict[str, Any]) -> None:
     assert backends["relaxed"].variant == "relaxed"
     assert backends["simd128"].variant == "simd128"
 
 
-def test_tokenizer_and_int8_bar(backends: dict, reference: dict) -> None:
+def test_tokenizer_and_int8_bar(backends: dict[str, Any], reference: dict[str, Any]) -> None:
     b = backends["relaxed"]
     assert b.dim == 384 and b.max_length == 256
     assert b.tokenize(reference["texts"]) == reference["token_ids"]
@@ -105,7 +72,9 @@ def test_tokenizer_and_int8_bar(backends: dict, reference: dict) -> None:
     assert cos.min() >= 0.995 and cos.mean() >= 0.999, (cos.min(), cos.mean())
 
 
-def test_variants_and_native_are_identical(backends: dict, reference: dict, bundle: Path) -> None:
+def test_variants_and_native_are_identical(
+    backends: dict[str, Any], reference: dict[str, Any], bundle: Path
+) -> None:
     seqs = [s for s in reference["token_ids"] if len(s) <= 48][:40]
     relaxed, simd = backends["relaxed"].encode(seqs), backends["simd128"].encode(seqs)
     assert np.array_equal(relaxed, simd)
@@ -119,7 +88,7 @@ def test_variants_and_native_are_identical(backends: dict, reference: dict, bund
     assert np.array_equal(native, relaxed)
 
 
-def test_batch_invariance_and_chunking(backends: dict, reference: dict) -> None:
+def test_batch_invariance_and_chunking(backends: dict[str, Any], reference: dict[str, Any]) -> None:
     b = backends["relaxed"]
     rng = np.random.default_rng(7)
     seqs = [s for s in reference["token_ids"] if len(s) <= 64]
@@ -132,7 +101,7 @@ def test_batch_invariance_and_chunking(backends: dict, reference: dict) -> None:
     assert all(np.array_equal(out[0], row) for row in out[1:])
 
 
-def test_errors(backends: dict, wasm_dir: Path, tmp_path: Path) -> None:
+def test_errors(backends: dict[str, Any], wasm_dir: Path, tmp_path: Path) -> None:
     from edgembed.backends.wasm import WasmBackend
 
     b = backends["simd128"]
@@ -147,7 +116,9 @@ def test_errors(backends: dict, wasm_dir: Path, tmp_path: Path) -> None:
         WasmBackend(bad, wasm_dir=wasm_dir)
 
 
-def test_threads_variant_shares_one_model(wasm_dir: Path, bundle: Path, reference: dict) -> None:
+def test_threads_variant_shares_one_model(
+    wasm_dir: Path, bundle: Path, reference: dict[str, Any]
+) -> None:
     """Two instances of edgembed-threads.wasm on one shared memory, one model, one context
     each, the second on a stack of its own (as the JS worker pool runs it), encoding at once."""
     import ctypes
@@ -165,14 +136,14 @@ def test_threads_variant_shares_one_model(wasm_dir: Path, bundle: Path, referenc
     except TypeError:  # wasmtime-py 50 wraps the shared memory's pointer twice
         from wasmtime import _ffi as ffi
 
-        def as_extern(self: wasmtime.SharedMemory) -> object:
+        def as_extern(self: Any) -> object:
             union = ffi.wasmtime_extern_union(sharedmemory=self.ptr())
             return ffi.wasmtime_extern_t(ffi.WASMTIME_EXTERN_SHAREDMEMORY, union)
 
-        wasmtime.SharedMemory._as_extern = as_extern  # type: ignore[method-assign]
+        wasmtime.SharedMemory._as_extern = as_extern
     module = wasmtime.Module.from_file(engine, str(wasm_dir / "edgembed-threads.wasm"))
 
-    def instance() -> tuple:
+    def instance() -> tuple[Any, Any]:
         store = wasmtime.Store(engine)
         linker = wasmtime.Linker(engine)
         linker.define(store, "env", "memory", mem)
@@ -195,9 +166,9 @@ def test_threads_variant_shares_one_model(wasm_dir: Path, bundle: Path, referenc
     eb["__stack_pointer"].set_value(sb, stack + (1 << 18))
 
     seqs = [s for s in reference["token_ids"] if 10 < len(s) < 60][:12]
-    results: dict = {}
+    results: dict[tuple[int, int], Any] = {}
 
-    def work(store: wasmtime.Store, ex: dict, who: int) -> None:
+    def work(store: Any, ex: dict[str, Any], who: int) -> None:
         sc = ex["emb_alloc_wasm"](store, 8)
         assert ex["emb_context_init_wasm"](store, sc, model, 256) == Status.OK
         ctx = u32(sc)

@@ -8,6 +8,7 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def hold(b: AdaptiveBatcher, t: Target) -> Future[object]:
 def test_results_match_inputs_from_many_threads() -> None:
     t = Target()
     with AdaptiveBatcher(t, latency_target_ms=5000) as b:
-        results: dict[int, object] = {}
+        results: dict[int, tuple[list[str], Any, str, Any]] = {}
 
         def client(k: int) -> None:
             for i in range(40):
@@ -77,7 +78,7 @@ def test_results_match_inputs_from_many_threads() -> None:
         for th in threads:
             th.join(WAIT)
     assert len(results) == 160
-    for texts, many, single, one in results.values():  # type: ignore[misc]
+    for texts, many, single, one in results.values():
         assert many == [vec(x) for x in texts]
         assert one == vec(single)
     assert sum(len(c) for c in t.calls) == 160 + sum(i % 3 for i in range(40)) * 4

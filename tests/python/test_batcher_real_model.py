@@ -10,16 +10,13 @@ order of sums over padded positions). A batch-variant quantization shows differe
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-import edgembed
+from edgembed import Embedder
 from edgembed.batching import AdaptiveBatcher
-
-Embedder = getattr(edgembed, "Embedder", None)
-if Embedder is None:  # pragma: no cover - until the embedder lands
-    pytest.skip("edgembed.Embedder is not importable yet", allow_module_level=True)
 
 TEXTS = [
     "Hi.",
@@ -39,8 +36,10 @@ TEXTS = [
 
 
 @pytest.mark.slow
-def test_vectors_through_the_batcher_equal_vectors_computed_alone() -> None:
-    e = Embedder.load("all-minilm-l6-v2", variant="int8")
+def test_vectors_through_the_batcher_equal_vectors_computed_alone(
+    exported_model_dir: Path,
+) -> None:
+    e = Embedder.load(exported_model_dir, variant="int8", backend="onnx")
     alone = {t: np.asarray(e.embed([t]))[0] for t in TEXTS}
     requests: list[str | list[str]] = [*TEXTS, TEXTS[::-1], TEXTS[2:7], [TEXTS[0], TEXTS[10]]]
     with AdaptiveBatcher(e, latency_target_ms=60_000, max_batch_tokens=8192) as b:

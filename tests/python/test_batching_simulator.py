@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -66,7 +67,7 @@ PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 @PROPERTY
 @given(cases())
-def test_every_request_resolves_once_with_its_own_results(case: tuple) -> None:
+def test_every_request_resolves_once_with_its_own_results(case: tuple[Any, ...]) -> None:
     trace, cfg, service = case
     res, sched = run(trace, cfg, service)
     assert sorted(res.outcomes) == [r.rid for r in trace.requests]
@@ -95,7 +96,7 @@ def test_every_request_resolves_once_with_its_own_results(case: tuple) -> None:
 
 @PROPERTY
 @given(cases())
-def test_deadlines_are_kept_or_failed_in_time(case: tuple) -> None:
+def test_deadlines_are_kept_or_failed_in_time(case: tuple[Any, ...]) -> None:
     trace, cfg, service = case
     res, _sched = run(trace, cfg, service)
     for b in res.batches:
@@ -112,7 +113,7 @@ def test_deadlines_are_kept_or_failed_in_time(case: tuple) -> None:
 
 @PROPERTY
 @given(cases())
-def test_urgent_work_goes_first(case: tuple) -> None:
+def test_urgent_work_goes_first(case: tuple[Any, ...]) -> None:
     trace, cfg, service = case
     res, _ = run(trace, cfg, service)
     by_rid = {r.rid: r for r in trace.requests}
@@ -129,7 +130,7 @@ def test_urgent_work_goes_first(case: tuple) -> None:
 
 @PROPERTY
 @given(cases())
-def test_shutdown_resolves_everything(case: tuple) -> None:
+def test_shutdown_resolves_everything(case: tuple[Any, ...]) -> None:
     trace, cfg, service = case
     res, _ = run(trace, cfg, service)
     if trace.close_at_ms is None:
@@ -146,7 +147,7 @@ def test_shutdown_resolves_everything(case: tuple) -> None:
 
 @settings(max_examples=30, deadline=None)
 @given(cases())
-def test_the_same_trace_gives_the_same_decisions(case: tuple) -> None:
+def test_the_same_trace_gives_the_same_decisions(case: tuple[Any, ...]) -> None:
     trace, cfg, service = case
     a, sa = run(trace, cfg, service)
     b, sb = run(trace, cfg, service)

@@ -8,6 +8,7 @@ import shutil
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,15 +23,8 @@ from edgembed.export.bundle import (
 from edgembed.export.quantize import quantize_blocks_int8
 
 
-@pytest.fixture(scope="session")
-def bundle_path(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("bundle") / "all-minilm-l6-v2.emb"
-    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
-    return out
-
-
-def test_layout_is_aligned_safetensors(bundle_path: Path) -> None:
-    raw = bundle_path.read_bytes()
+def test_layout_is_aligned_safetensors(bundle: Path) -> None:
+    raw = bundle.read_bytes()
     (hlen,) = struct.unpack("<Q", raw[:8])
     assert (8 + hlen) % 64 == 0
     assert raw[8:].startswith(MAGIC_PREFIX + b'1"')
@@ -49,7 +43,7 @@ def test_layout_is_aligned_safetensors(bundle_path: Path) -> None:
 
     from safetensors.numpy import load_file  # other tools read it as is
 
-    tensors = load_file(str(bundle_path))
+    tensors = load_file(str(bundle))
     assert tensors["layers.0.attention.qkv.q"].shape == (288, 96, 4, 4)
     assert tensors["embeddings.word.q"].dtype == np.int8
 
@@ -81,10 +75,10 @@ def test_metadata(hf_model_dir: Path, tmp_path: Path) -> None:
     assert info["format_version"] == 1
 
 
-def test_vocab_round_trip(hf_model_dir: Path, bundle_path: Path) -> None:
+def test_vocab_round_trip(hf_model_dir: Path, bundle: Path) -> None:
     from safetensors.numpy import load_file
 
-    vocab = load_file(str(bundle_path))["tokenizer.vocab"].tobytes().decode("utf-8").split("\n")
+    vocab = load_file(str(bundle))["tokenizer.vocab"].tobytes().decode("utf-8").split("\n")
     tj = json.loads((hf_model_dir / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     assert len(vocab) == len(tj) == 30522
     assert all(vocab[i] == tok for tok, i in tj.items())
@@ -106,11 +100,11 @@ def test_pack_linear_layout() -> None:
                 assert s[g, b, r] == ref_s[4 * g + r, b]
 
 
-def test_weights_match_the_checkpoint(hf_model_dir: Path, bundle_path: Path) -> None:
+def test_weights_match_the_checkpoint(hf_model_dir: Path, bundle: Path) -> None:
     from safetensors.numpy import load_file
 
     src = load_file(str(hf_model_dir / "model.safetensors"))
-    b = load_file(str(bundle_path))
+    b = load_file(str(bundle))
     wq = src["encoder.layer.3.attention.self.key.weight"]
     q, s = b["layers.3.attention.qkv.q"], b["layers.3.attention.qkv.scale"]
     unpacked = q.transpose(0, 2, 1, 3).reshape(1152, 384).astype(np.float32)
@@ -122,8 +116,8 @@ def test_weights_match_the_checkpoint(hf_model_dir: Path, bundle_path: Path) -> 
     assert np.array_equal(b["layers.3.attention.qkv.bias"][768:], bias)
 
 
-def test_reader_refuses_other_versions(bundle_path: Path) -> None:
-    raw = bytearray(bundle_path.read_bytes())
+def test_reader_refuses_other_versions(bundle: Path) -> None:
+    raw = bytearray(bundle.read_bytes())
     at = 8 + len(MAGIC_PREFIX)
     raw[at : at + 1] = b"2"
     with pytest.raises(BundleError, match=r"1 through 1.*embed bundle MODEL"):
@@ -162,7 +156,7 @@ def test_writer_errors(hf_model_dir: Path, tmp_path: Path) -> None:
     ],
 )
 def test_writer_refuses_added_tokens_the_engine_would_split(
-    hf_model_dir: Path, tmp_path: Path, change: dict
+    hf_model_dir: Path, tmp_path: Path, change: dict[str, Any]
 ) -> None:
     """The engine knows only the standard BERT special tokens; a tokenizer.json with others
     would give other ids than Hugging Face tokenizers, so it is refused with the way out."""

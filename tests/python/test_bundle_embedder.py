@@ -11,15 +11,16 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from edgembed import _bundle, env
+from edgembed.backends.wasm import WasmBackend
 from edgembed.batching import EventLoopBatcher
 from edgembed.embedder import Embedder
 from edgembed.errors import BatcherClosed, InputTooLong, ModelNotFound
-from edgembed.export.bundle import write_bundle
 
 pytest.importorskip("wasmtime", reason="pip install wasmtime")
 
@@ -28,17 +29,10 @@ TEXTS = json.loads((REPO / "tests/fixtures/reference/corpus.json").read_text(enc
 
 
 @pytest.fixture(scope="module")
-def bundle(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("bundle") / "all-minilm-l6-v2.emb"
-    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
-    return out
-
-
-@pytest.fixture(scope="module")
 def embedder(bundle: Path) -> Iterator[Embedder]:
     emb = Embedder.from_bundle(bundle)
     yield emb
-    emb._backend.close()
+    close(emb)
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +42,17 @@ def rows_embedder(bundle: Path) -> Iterator[Embedder]:
         mp.setattr(env, "HOST", dataclasses.replace(env.HOST, numpy=False))
         emb = Embedder.from_bundle(bundle)
     yield emb
-    emb._backend.close()
+    close(emb)
 
 
-def rows_as_np(rows: list, dtype: type) -> np.ndarray:
+def close(emb: Embedder) -> None:
+    """Free the engine's memory now (a test loads many)."""
+    backend = emb._backend
+    assert isinstance(backend, WasmBackend)
+    backend.close()
+
+
+def rows_as_np(rows: Any, dtype: type | np.dtype[Any]) -> np.ndarray:
     return np.array([list(r) for r in rows], dtype=dtype)
 
 
@@ -73,7 +74,7 @@ def test_loads_a_bundle_with_its_catalog_metadata(embedder: Embedder) -> None:
      {"precision": "uint8"}, {"prefix": "query: "}],
 )
 def test_rows_equal_the_numpy_path(
-    embedder: Embedder, rows_embedder: Embedder, options: dict
+    embedder: Embedder, rows_embedder: Embedder, options: dict[str, Any]
 ) -> None:
     texts = TEXTS[:60]
     want = embedder.embed(texts, **options)
@@ -99,7 +100,7 @@ def test_bytes_and_paths(bundle: Path, embedder: Embedder) -> None:
         assert np.array_equal(from_bytes.embed(TEXTS[:8]), embedder.embed(TEXTS[:8]))
         assert from_bytes.model_name == "all-minilm-l6-v2"
     finally:
-        from_bytes._backend.close()
+        close(from_bytes)
     assert _bundle.is_bundle_source(b"x") and _bundle.is_bundle_source("m/a.EMB")
     assert not _bundle.is_bundle_source("all-minilm-l6-v2")
     with pytest.raises(ModelNotFound, match=r"does not exist"):
@@ -128,7 +129,7 @@ def test_web_load_from_a_url(http_dir: str, embedder: Embedder) -> None:
         try:
             assert np.array_equal(emb.embed(TEXTS[:5]), embedder.embed(TEXTS[:5]))
         finally:
-            emb._backend.close()
+            close(emb)
         with pytest.raises(ModelNotFound, match="HTTP 404"):
             await edgembed.web.fetch_bundle(http_dir + "missing.emb")
 
@@ -139,7 +140,7 @@ def test_web_load_from_a_url(http_dir: str, embedder: Embedder) -> None:
 
 
 def test_event_loop_batcher_groups_and_matches(embedder: Embedder) -> None:
-    async def main() -> tuple[list, object]:
+    async def main() -> tuple[list[Any], object]:
         async with EventLoopBatcher(embedder, latency_target_ms=5000) as b:
             out = await asyncio.gather(*(b.embed(t) for t in TEXTS[:16]))
             out.append(await b.embed(TEXTS[16:19]))

@@ -24,10 +24,8 @@ TEXTS = ["The quick brown fox", "", "   ", "naïve café ☕", "What is the capi
 
 
 @pytest.fixture(autouse=True)
-def home(edgembed_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("EDGEMBED_HOME", str(edgembed_home))
-    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _r: (False, "no GPU in tests"))
-    return edgembed_home
+def home(model_home: Path) -> Path:
+    return model_home
 
 
 @pytest.fixture(scope="module")

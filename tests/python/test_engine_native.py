@@ -8,21 +8,19 @@ for batch invariance. The engine's tokenizer is checked against the fixture's to
 from __future__ import annotations
 
 import ctypes
-import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from edgembed.backends._abi import MODEL_INFO, Status, declare
-from edgembed.export.bundle import write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "build" / "native" / "libedgembed.so"
-REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
 
 OK, BAD_MAGIC, BAD_VERSION, TRUNCATED, CORRUPT, TOO_LONG = (
     Status.OK, Status.BAD_MAGIC, Status.BAD_VERSION, Status.TRUNCATED, Status.CORRUPT,
@@ -112,10 +110,8 @@ def lib() -> ctypes.CDLL:
 
 
 @pytest.fixture(scope="session")
-def bundle_bytes(hf_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    out = tmp_path_factory.mktemp("native") / "all-minilm-l6-v2.emb"
-    write_bundle(hf_model_dir, out, name="all-minilm-l6-v2")
-    return out.read_bytes()
+def bundle_bytes(bundle: Path) -> bytes:
+    return bundle.read_bytes()
 
 
 @pytest.fixture(scope="session")
@@ -123,20 +119,19 @@ def engine(lib: ctypes.CDLL, bundle_bytes: bytes) -> Engine:
     return Engine(lib, bundle_bytes)
 
 
-@pytest.fixture(scope="session")
-def reference() -> dict:
-    return json.loads(REFERENCE.read_text(encoding="utf-8"))
-
-
 def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    return (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) / np.linalg.norm(b64, axis=1)
+    cos: npt.NDArray[np.float64] = (a64 * b64).sum(1) / np.linalg.norm(a64, axis=1) \
+        / np.linalg.norm(b64, axis=1)
+    return cos
 
 
 def encode_all(
     engine: Engine, seqs: list[list[int]], budget: int = 2048
 ) -> npt.NDArray[np.float32]:
-    out, batch, used = [], [], 0
+    out: list[npt.NDArray[np.float32]] = []
+    batch: list[list[int]] = []
+    used = 0
     for s in seqs:
         if batch and used + len(s) > budget:
             out.append(engine.encode(batch))
@@ -163,12 +158,12 @@ def test_info(engine: Engine, lib: ctypes.CDLL) -> None:
     assert ctypes.string_at(p, n.value) == b"all-minilm-l6-v2"
 
 
-def test_tokenizer_matches_fixture(engine: Engine, reference: dict) -> None:
+def test_tokenizer_matches_fixture(engine: Engine, reference: dict[str, Any]) -> None:
     for text, want in zip(reference["texts"], reference["token_ids"], strict=True):
         assert engine.tokenize(text) == want, text[:60]
 
 
-def test_int8_bar_against_sentence_transformers(engine: Engine, reference: dict) -> None:
+def test_int8_bar_against_sentence_transformers(engine: Engine, reference: dict[str, Any]) -> None:
     got = encode_all(engine, reference["token_ids"])
     want = np.asarray(reference["embeddings"], dtype=np.float32)
     cos = cosines(got, want)
@@ -177,7 +172,7 @@ def test_int8_bar_against_sentence_transformers(engine: Engine, reference: dict)
     assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
 
 
-def test_batch_invariance(engine: Engine, reference: dict) -> None:
+def test_batch_invariance(engine: Engine, reference: dict[str, Any]) -> None:
     rng = np.random.default_rng(20240611)
     seqs = reference["token_ids"]
     short = [i for i, s in enumerate(seqs) if len(s) <= 64]
@@ -187,8 +182,8 @@ def test_batch_invariance(engine: Engine, reference: dict) -> None:
     for _ in range(3):
         order = rng.permutation(picks)
         cut = sorted(rng.choice(np.arange(1, len(order)), size=4, replace=False))
-        for group in np.split(order, cut):
-            group = [int(i) for i in group]
+        for part in np.split(order, cut):
+            group = [int(i) for i in part]
             if sum(len(seqs[i]) for i in group) > 2048:
                 continue
             got = engine.encode([seqs[i] for i in group])
@@ -212,7 +207,7 @@ def _quantize(
     return q.astype(np.float32), s
 
 
-def _linear(x: npt.NDArray[np.float32], t: dict, name: str) -> npt.NDArray[np.float32]:
+def _linear(x: npt.NDArray[np.float32], t: dict[str, Any], name: str) -> npt.NDArray[np.float32]:
     q, s, bias = t[name + ".q"], t[name + ".scale"], t[name + ".bias"]
     n4, k4 = q.shape[:2]
     w = q.transpose(0, 2, 1, 3).reshape(n4 * 4, k4 * 4).astype(np.float32)
@@ -222,7 +217,7 @@ def _linear(x: npt.NDArray[np.float32], t: dict, name: str) -> npt.NDArray[np.fl
     y = np.zeros((x.shape[0], w.shape[0]), dtype=np.float32)
     for b in range(isum.shape[2]):
         y += (sx[:, None, b] * sw[None, :, b]) * isum[:, :, b]
-    return (y + bias).astype(np.float32)
+    return np.asarray(y + bias, dtype=np.float32)
 
 
 def _layernorm(
@@ -230,10 +225,10 @@ def _layernorm(
 ) -> npt.NDArray[np.float32]:
     mean = x.mean(1, keepdims=True)
     var = ((x - mean) ** 2).mean(1, keepdims=True)
-    return ((x - mean) / np.sqrt(var + 1e-12) * w + b).astype(np.float32)
+    return np.asarray((x - mean) / np.sqrt(var + 1e-12) * w + b, dtype=np.float32)
 
 
-def _numpy_forward(t: dict, ids: list[int]) -> npt.NDArray[np.float32]:
+def _numpy_forward(t: dict[str, Any], ids: list[int]) -> npt.NDArray[np.float32]:
     from math import erf, sqrt
 
     c, h = 384, 12
@@ -269,11 +264,11 @@ def _numpy_forward(t: dict, ids: list[int]) -> npt.NDArray[np.float32]:
             x + _linear(f, t, p + "ffn.down"), t[p + "ffn.norm.weight"], t[p + "ffn.norm.bias"]
         )
     v = x.mean(0)
-    return (v / np.linalg.norm(v)).astype(np.float32)
+    return np.asarray(v / np.linalg.norm(v), dtype=np.float32)
 
 
 def test_matches_numpy_model_of_the_scheme(
-    engine: Engine, bundle_bytes: bytes, reference: dict
+    engine: Engine, bundle_bytes: bytes, reference: dict[str, Any]
 ) -> None:
     from safetensors.numpy import load
 
@@ -287,7 +282,7 @@ def test_matches_numpy_model_of_the_scheme(
     assert cos.min() >= 0.9995 and cos.mean() >= 0.9999, (cos.min(), cos.mean())
 
 
-def test_pooling_options(engine: Engine, reference: dict) -> None:
+def test_pooling_options(engine: Engine, reference: dict[str, Any]) -> None:
     seq = reference["token_ids"][40]
     raw = engine.encode([seq], pooling=1, normalize=0)[0]
     normed = engine.encode([seq])[0]

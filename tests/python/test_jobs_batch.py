@@ -23,6 +23,7 @@ import pytest
 
 from edgembed.embedder import Embedder
 from edgembed.io.progress import ProgressBar
+from edgembed.io.readers import RowReader
 from edgembed.jobs import checkpoint, runner
 from edgembed.jobs.cli import main
 
@@ -32,10 +33,8 @@ KILL_CHUNK = 24
 
 
 @pytest.fixture(autouse=True)
-def home(edgembed_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("EDGEMBED_HOME", str(edgembed_home))
-    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _r: (False, "no GPU in tests"))
-    return edgembed_home
+def home(model_home: Path) -> Path:
+    return model_home
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +163,7 @@ def test_unwritable_output_fails_before_any_work(
         raise AssertionError("the model was loaded before the output was checked")
 
     monkeypatch.setattr(runner, "_load", no_model)
-    monkeypatch.setattr(runner.RowReader, "__init__", no_model)
+    monkeypatch.setattr(RowReader, "__init__", no_model)
     a_file = tmp_path / "file.txt"
     a_file.write_text("")
     for target in (tmp_path / "missing" / "out.npy", a_file / "out.npy", tmp_path):

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,14 +148,16 @@ def test_keys_see_only_their_own_files_and_batches(server: BackgroundServer) -> 
         batch = a.batches.create(input_file_id=upload.id, endpoint="/v1/embeddings",
                                  completion_window="24h")
         done = wait_for(a, batch.id, ("completed",))
-        for call in (lambda: b.batches.retrieve(batch.id),
-                     lambda: b.batches.cancel(batch.id),
-                     lambda: b.files.retrieve(upload.id),
-                     lambda: b.files.content(done.output_file_id),
-                     lambda: b.files.delete(upload.id),
-                     lambda: b.batches.create(input_file_id=upload.id,
-                                              endpoint="/v1/embeddings",
-                                              completion_window="24h")):
+        calls: list[Callable[[], object]] = [
+            lambda: b.batches.retrieve(batch.id),
+            lambda: b.batches.cancel(batch.id),
+            lambda: b.files.retrieve(upload.id),
+            lambda: b.files.content(str(done.output_file_id)),
+            lambda: b.files.delete(upload.id),
+            lambda: b.batches.create(input_file_id=upload.id, endpoint="/v1/embeddings",
+                                     completion_window="24h"),
+        ]
+        for call in calls:
             with pytest.raises(openai.NotFoundError):
                 call()
         assert batch.id not in [x.id for x in b.batches.list().data]

@@ -154,7 +154,7 @@ def make_model(
     modules: list[str] | None = ("Transformer", "Pooling", "Normalize"),  # type: ignore[assignment]
     pooling: dict[str, Any] | None = None,
     dense: list[dict[str, Any]] | None = None,
-    sentence_bert: dict[str, Any] | None = None,
+    sentence_bert: dict[str, Any] | bool | None = None,  # False: no sentence_bert_config.json
     st_config: dict[str, Any] | None = None,
     tokenizer: dict[str, Any] | None = None,
     seed: int = 0,

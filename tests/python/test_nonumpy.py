@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,11 +14,11 @@ from edgembed.output.arrays import l2_normalize, quantize_embeddings
 DIMS = [1, 5, 7, 8, 9, 31, 64, 127, 128, 129, 200, 256, 383, 384, 768, 1024]
 
 
-def rows_of(x: np.ndarray) -> list[array]:
+def rows_of(x: np.ndarray) -> list[array[float]]:
     return [array("f", r.astype(np.float32).tobytes()) for r in x]
 
 
-def as_np(rows: list[array], dtype: type) -> np.ndarray:
+def as_np(rows: list[array[Any]], dtype: type | np.dtype[Any]) -> np.ndarray:
     return np.array([list(r) for r in rows], dtype=dtype)
 
 

@@ -24,8 +24,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from edgembed.export.bundle import write_bundle
-
 REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "tests" / "pyodide"
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
@@ -74,7 +72,7 @@ def _build_wheel(out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pyodide_run(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) -> dict[str, Any]:
+def pyodide_run(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("pyodide")
     wheels = work / "wheels"
     pyodide = _pyodide_installed()
@@ -84,7 +82,7 @@ def pyodide_run(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) ->
     _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
           "--python-version", py, "-d", str(wheels), *pins])
     wheel = _build_wheel(wheels)
-    write_bundle(hf_model_dir, work / "all-minilm-l6-v2.emb", name="all-minilm-l6-v2")
+    shutil.copy(bundle, work / "all-minilm-l6-v2.emb")
     shutil.copy(CORPUS, work / "corpus.json")
     out = _run(["node", str(HERE / "run.mjs"), str(work)], timeout=600)
     result = next(line for line in reversed(out.splitlines()) if line.startswith("RESULT "))
@@ -99,26 +97,29 @@ def pyodide_run(tmp_path_factory: pytest.TempPathFactory, hf_model_dir: Path) ->
 def cpython(pyodide_run: dict[str, Any]) -> dict[str, Any]:
     """What CPython computes with the same bundle on the same SIMD128 build, under wasmtime."""
     pytest.importorskip("wasmtime")
+    from edgembed.backends.wasm import WasmBackend
     from edgembed.embedder import Embedder
     from edgembed.output.arrays import quantize_embeddings
 
     texts = json.loads(CORPUS.read_text(encoding="utf-8"))
     emb = Embedder.from_bundle(pyodide_run["_work"] / "all-minilm-l6-v2.emb",
                                wasm_variant="simd128")
+    wasm = emb._backend
+    assert isinstance(wasm, WasmBackend)
     try:
         vectors = emb.embed(texts)
         # the calibration corpus is the reference corpus: int8 ranges are its min and max
         ranges = np.stack([vectors.min(axis=0), vectors.max(axis=0)])
         return {
-            "raw.f32": emb._backend.encode(emb.tokenize(texts)),
+            "raw.f32": wasm.encode(emb.tokenize(texts)),
             "embed.f32": vectors,
             "embed_dims64.f32": emb.embed(texts, dimensions=64),
             "embed_int8.i8": quantize_embeddings(vectors, "int8", ranges),
             "embed_binary.i8": quantize_embeddings(vectors, "binary"),
-            "variant": emb._backend.variant,
+            "variant": wasm.variant,
         }
     finally:
-        emb._backend.close()
+        wasm.close()
 
 
 def test_wheel_is_pure_and_ships_the_engine(pyodide_run: dict[str, Any]) -> None:
