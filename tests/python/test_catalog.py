@@ -60,7 +60,7 @@ def test_specs_are_frozen_and_prefixes_come_from_prompts() -> None:
 
 
 def _entry(**changes: object) -> dict[str, object]:
-    entry = json.loads((CATALOG / "all-minilm-l6-v2.json").read_text())
+    entry: dict[str, object] = json.loads((CATALOG / "all-minilm-l6-v2.json").read_text())
     entry.update(changes)
     return entry
 

