@@ -23,6 +23,7 @@ httpx = pytest.importorskip("httpx2")
 pytest.importorskip("python_multipart", reason="needs python-multipart (the serve extra)")
 
 from edgembed.embedder import Embedder  # noqa: E402
+from edgembed.io.storage import append_durably  # noqa: E402
 from edgembed.jobs import worker as worker_module  # noqa: E402
 from edgembed.jobs.store import JobStore  # noqa: E402
 from edgembed.serve.app import create_app  # noqa: E402
@@ -142,7 +143,7 @@ def test_an_unexpected_error_still_publishes_what_was_done(
 
 def test_the_worker_survives_a_full_disk_and_ready_tells(
         jobs: Jobs, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_append = worker_module.append_durably
+    real_append = append_durably  # the worker's, from edgembed.io
     disk = {"full": True}
 
     def append(f: Any, lines: list[bytes]) -> int:

@@ -48,8 +48,9 @@ def trained(kind: str) -> Any:
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<s>", "</s>"],
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        trainer: trainers.Trainer = trainers.BpeTrainer(
+            vocab_size=600, special_tokens=["<s>", "</s>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     else:
         tok = Tokenizer(models.Unigram())
         tok.normalizer = normalizers.NFKC()
