@@ -446,31 +446,37 @@ static uint32_t compose_pair(uint32_t a, uint32_t b) {
    with the changes of unicode-normalization-alignments: a decomposition's first character 0,
    the others 1 (inserted); the ordering moves each character with its change; a composition
    adds the removed character's change minus one to the starter's. */
-static void run_nfc(emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
-    change_list t = {NULL, NULL, 0, 0};
+/* NFD's changes: full canonical decomposition (first character 0, the others 1), then the
+   canonical ordering, each character moving with its change. */
+static void decompose_changes(emb_scratch *sc, const emb_nchars *in, change_list *t) {
     for (size_t i = 0; i < in->n && !sc->oom; i++) {
         uint32_t buf[EMB_UC_NFD_MAX_LEN];
         size_t k = emb_normalizer_nfd(in->v[i].cp, buf);
-        for (size_t j = 0; j < k; j++) change_push(sc, &t, buf[j], j > 0);
+        for (size_t j = 0; j < k; j++) change_push(sc, t, buf[j], j > 0);
     }
+    if (sc->oom) return;
+    for (size_t i = 1; i < t->n; i++) {   /* stable sort of each run of nonzero classes */
+        unsigned c = emb_uc_ccc(t->cp[i]);
+        if (!c) continue;
+        size_t j = i;
+        uint32_t x = t->cp[i];
+        int32_t xc = t->change[i];
+        while (j > 0 && emb_uc_ccc(t->cp[j - 1]) > c) {
+            t->cp[j] = t->cp[j - 1];
+            t->change[j] = t->change[j - 1];
+            j--;
+        }
+        t->cp[j] = x;
+        t->change[j] = xc;
+    }
+}
+
+static void run_nfc(emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    change_list t = {NULL, NULL, 0, 0};
+    decompose_changes(sc, in, &t);
     if (sc->oom) {
         change_free(&t);
         return;
-    }
-    /* canonical ordering: stable sort of each run of nonzero classes */
-    for (size_t i = 1; i < t.n; i++) {
-        unsigned c = emb_uc_ccc(t.cp[i]);
-        if (!c) continue;
-        size_t j = i;
-        uint32_t x = t.cp[i];
-        int32_t xc = t.change[i];
-        while (j > 0 && emb_uc_ccc(t.cp[j - 1]) > c) {
-            t.cp[j] = t.cp[j - 1];
-            t.change[j] = t.change[j - 1];
-            j--;
-        }
-        t.cp[j] = x;
-        t.change[j] = xc;
     }
     /* canonical composition, in place */
     size_t starter = (size_t)-1, w = 0;
@@ -578,6 +584,80 @@ static void run_prepend(const emb_normalizer_step *step, emb_scratch *sc, const 
     for (size_t i = 0; i < in->n; i++) emb_nchars_push(sc, out, in->v[i].cp, in->v[i].start, in->v[i].end);
 }
 
+/* ---- BertNormalizer, with offsets (the general pipeline; WordPiece ids alone stream above) ---- */
+
+/* NormalizedString::filter: a removed character goes with the kept one before it (that one's
+   change is minus the number removed after it); those before the first kept one are skipped. */
+static void filter_changes(emb_scratch *sc, const emb_nchars *in, unsigned drop_flag, emb_nchars *out) {
+    change_list t = {NULL, NULL, 0, 0};
+    size_t initial = 0, last = 0;
+    int have = 0;
+    int32_t removed = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        if (!(emb_uc_flags(in->v[i].cp) & drop_flag)) {
+            if (have) change_push(sc, &t, in->v[last].cp, -removed);
+            else initial = (size_t)removed;
+            have = 1;
+            last = i;
+            removed = 0;
+        } else {
+            removed++;
+        }
+    }
+    if (have) change_push(sc, &t, in->v[last].cp, -removed);
+    apply_changes(sc, in, &t, initial, out);
+    change_free(&t);
+}
+
+static void swap_nchars(emb_nchars *a, emb_nchars *b) {
+    emb_nchars t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void run_bert(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
+    int flags = step->a;
+    emb_nchars cur = {NULL, 0, 0}, nxt = {NULL, 0, 0};
+    for (size_t i = 0; i < in->n; i++) emb_nchars_push(sc, &cur, in->v[i].cp, in->v[i].start, in->v[i].end);
+    if (flags & EMB_BERT_CLEAN_TEXT) {
+        filter_changes(sc, &cur, EMB_UC_DROP, &nxt);
+        for (size_t i = 0; i < nxt.n; i++) {
+            if (emb_uc_flags(nxt.v[i].cp) & EMB_UC_WHITESPACE) nxt.v[i].cp = ' ';
+        }
+        swap_nchars(&cur, &nxt);
+        nxt.n = 0;
+    }
+    if (flags & EMB_BERT_CHINESE) {
+        for (size_t i = 0; i < cur.n; i++) {
+            const emb_nchar *c = &cur.v[i];
+            int cjk = (emb_uc_flags(c->cp) & EMB_UC_CJK) != 0;
+            if (cjk) emb_nchars_push(sc, &nxt, ' ', c->start, c->end);
+            emb_nchars_push(sc, &nxt, c->cp, c->start, c->end);
+            if (cjk) emb_nchars_push(sc, &nxt, ' ', c->start, c->end);
+        }
+        swap_nchars(&cur, &nxt);
+        nxt.n = 0;
+    }
+    if (flags & EMB_BERT_STRIP_ACCENTS) {
+        change_list t = {NULL, NULL, 0, 0};
+        decompose_changes(sc, &cur, &t);
+        apply_changes(sc, &cur, &t, 0, &nxt);
+        change_free(&t);
+        swap_nchars(&cur, &nxt);
+        nxt.n = 0;
+        filter_changes(sc, &cur, EMB_UC_MN, &nxt);
+        swap_nchars(&cur, &nxt);
+        nxt.n = 0;
+    }
+    if (flags & EMB_BERT_LOWERCASE) {
+        run_lowercase(sc, &cur, out);
+    } else {
+        for (size_t i = 0; i < cur.n; i++) emb_nchars_push(sc, out, cur.v[i].cp, cur.v[i].start, cur.v[i].end);
+    }
+    emb_dealloc(cur.v);
+    emb_dealloc(nxt.v);
+}
+
 void emb_normalizer_run(const emb_normalizer_step *step, emb_scratch *sc, const emb_nchars *in, emb_nchars *out) {
     switch (step->op) {
     case EMB_NORMALIZER_OP_PRECOMPILED: run_precompiled(step, sc, in, out); break;
@@ -586,6 +666,7 @@ void emb_normalizer_run(const emb_normalizer_step *step, emb_scratch *sc, const 
     case EMB_NORMALIZER_OP_REPLACE: run_replace(step, sc, in, out); break;
     case EMB_NORMALIZER_OP_LOWERCASE: run_lowercase(sc, in, out); break;
     case EMB_NORMALIZER_OP_PREPEND: run_prepend(step, sc, in, out); break;
+    case EMB_NORMALIZER_OP_BERT: run_bert(step, sc, in, out); break;
     default: break;
     }
 }

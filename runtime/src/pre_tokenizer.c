@@ -368,6 +368,15 @@ void emb_pre_tokenizer_run(const emb_pre_tokenizer_step *step, emb_scratch *sc, 
         case EMB_PRE_TOKENIZER_OP_BYTE_LEVEL:
             byte_level_word(step, sc, c, n, out, out_bounds, n_out_bounds, cap_out_bounds);
             break;
+        case EMB_PRE_TOKENIZER_OP_BERT:
+            for (size_t i = 0; i < n; i++) {
+                emb_pre_token_kind k = emb_pre_tokenizer_kind(c[i].cp);
+                if (k != EMB_PRE_TOKEN_KIND_WORD) word_end(sc, out, out_bounds, n_out_bounds, cap_out_bounds);
+                if (k != EMB_PRE_TOKEN_KIND_SPLIT) emb_nchars_push(sc, out, c[i].cp, c[i].start, c[i].end);
+                if (k == EMB_PRE_TOKEN_KIND_ISOLATE) word_end(sc, out, out_bounds, n_out_bounds, cap_out_bounds);
+            }
+            word_end(sc, out, out_bounds, n_out_bounds, cap_out_bounds);
+            break;
         case EMB_PRE_TOKENIZER_OP_SPLIT:
             split_word(step, sc, c, n, step->pattern, step->behavior, step->invert, out, out_bounds, n_out_bounds,
                        cap_out_bounds);

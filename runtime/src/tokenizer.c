@@ -182,12 +182,15 @@ static emb_status init_common(emb_tokenizer **out, const emb_tokenizer_config *c
     return EMB_STATUS_OK;
 }
 
+static emb_status wordpiece_general_setup(emb_tokenizer *tok);
+
 emb_status emb_tokenizer_init_ex(emb_tokenizer **out, const emb_tokenizer_config *cfg, const char *vocab,
                                  size_t vocab_len, const int32_t *added_ids, size_t n_added) {
     emb_tokenizer *tok = NULL;
     emb_status st = init_common(out, cfg, vocab, vocab_len, &tok);
     if (st == EMB_STATUS_OK && n_added && !added_ids) st = EMB_STATUS_INVALID_ARGUMENT;
     for (size_t i = 0; st == EMB_STATUS_OK && i < n_added; i++) st = add_token(tok, added_ids[i]);
+    if (st == EMB_STATUS_OK) st = wordpiece_general_setup(tok);
     if (st != EMB_STATUS_OK) {
         emb_tokenizer_free(tok);
         return st;
@@ -205,6 +208,7 @@ emb_status emb_tokenizer_init(emb_tokenizer **out, const emb_tokenizer_config *c
         for (size_t i = 0; st == EMB_STATUS_OK && i < 4; i++) st = add_token(tok, ids[i]);
         int32_t mask = emb_vocab_find(tok, (const uint8_t *)"", 0, (const uint8_t *)"[MASK]", 6);
         if (st == EMB_STATUS_OK && mask >= 0) st = add_token(tok, mask);
+        if (st == EMB_STATUS_OK) st = wordpiece_general_setup(tok);
     }
     if (st != EMB_STATUS_OK) {
         emb_tokenizer_free(tok);
@@ -597,6 +601,44 @@ static emb_status build_general_added(emb_tokenizer *tok, const emb_tokenizer_sp
     return EMB_STATUS_OK;
 }
 
+/* WordPiece through the general pipeline too (for offsets and pairs): BertNormalizer and
+   BertPreTokenizer as steps, [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1, its added tokens. */
+static emb_status wordpiece_general_setup(emb_tokenizer *tok) {
+    emb_tokenizer_spec *spec = &tok->spec;
+    const emb_tokenizer_config *cfg = &tok->cfg;
+    spec->type = EMB_TOKENIZER_TYPE_WORDPIECE;
+    spec->n_vocab = tok->n_tokens;
+    spec->n_model = tok->n_tokens;
+    spec->unk_id = cfg->unk_id;
+    spec->max_length = cfg->max_length;
+    spec->normalizers[0].op = EMB_NORMALIZER_OP_BERT;
+    spec->normalizers[0].a = (cfg->clean_text ? EMB_BERT_CLEAN_TEXT : 0) | (cfg->handle_chinese_chars ? EMB_BERT_CHINESE : 0) |
+                             (cfg->strip_accents ? EMB_BERT_STRIP_ACCENTS : 0) | (cfg->lowercase ? EMB_BERT_LOWERCASE : 0);
+    spec->n_normalizers = 1;
+    spec->pre_tokenizers[0].op = EMB_PRE_TOKENIZER_OP_BERT;
+    spec->n_pre_tokenizers = 1;
+    const int32_t single[3][2] = {{cfg->cls_id, 0}, {EMB_TEMPLATE_A, 0}, {cfg->sep_id, 0}};
+    const int32_t pair[5][2] = {{cfg->cls_id, 0}, {EMB_TEMPLATE_A, 0}, {cfg->sep_id, 0}, {EMB_TEMPLATE_B, 1}, {cfg->sep_id, 1}};
+    emb_memcpy(spec->single, single, sizeof single);
+    emb_memcpy(spec->pair, pair, sizeof pair);
+    spec->n_single = 3;
+    spec->n_pair = 5;
+    emb_added_spec adds[EMB_TOKENIZER_MAX_ADDED];
+    for (size_t i = 0; i < tok->n_added; i++) {
+        adds[i].id = tok->added[i].id;
+        adds[i].flags = EMB_ADDED_SPECIAL;
+        adds[i].text = tok->added[i].text;
+        adds[i].len = tok->added[i].len;
+    }
+    spec->added = adds;
+    spec->n_added = tok->n_added;
+    emb_status st = build_general_added(tok, spec);
+    spec->added = NULL;
+    return st;
+}
+
+int32_t emb_tokenizer_max_input_chars(const emb_tokenizer *tok) { return tok->cfg.max_input_chars_per_word; }
+
 static int valid_template(const int32_t (*items)[2], size_t n, size_t n_vocab, int pair) {
     int have_a = 0, have_b = 0;
     if (n > EMB_TEMPLATE_MAX) return 0;
@@ -718,6 +760,8 @@ static void model_words(general_state *g, const emb_nchars *chars, const size_t 
         if (end > begin) {
             if (g->tok->type == EMB_TOKENIZER_TYPE_UNIGRAM) {
                 emb_unigram_word(g->tok, g->sc, chars->v + begin, end - begin, g->out);
+            } else if (g->tok->type == EMB_TOKENIZER_TYPE_WORDPIECE) {
+                emb_wordpiece_word_chars(g->tok, g->sc, chars->v + begin, end - begin, g->out);
             } else {
                 emb_bpe_word(g->tok, g->sc, chars->v + begin, end - begin, g->out);
             }
@@ -795,9 +839,8 @@ emb_status emb_tokenizer_encode_ex(const emb_tokenizer *tok, const char *a, size
     if (!tok || !n_ids || (!a && a_len) || (!b && b_len) || (!ids && cap)) return EMB_STATUS_INVALID_ARGUMENT;
     *n_ids = 0;
     if (n_full) *n_full = 0;
-    if (tok->type == EMB_TOKENIZER_TYPE_WORDPIECE) {
-        if (b || type_ids || offsets) return EMB_STATUS_UNSUPPORTED;
-        return emb_tokenizer_encode(tok, a, a_len, truncate, ids, cap, n_ids, n_full);
+    if (tok->type == EMB_TOKENIZER_TYPE_WORDPIECE && !b && !type_ids && !offsets) {
+        return emb_tokenizer_encode(tok, a, a_len, truncate, ids, cap, n_ids, n_full);   /* the streaming path */
     }
     emb_scratch sc;
     emb_scratch_init(&sc);

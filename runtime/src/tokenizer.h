@@ -205,7 +205,9 @@ typedef enum emb_normalizer_op {
     EMB_NORMALIZER_OP_REPLACE = 4,       /* pattern -> content; a: EMB_REPLACE_* */
     EMB_NORMALIZER_OP_LOWERCASE = 5,
     EMB_NORMALIZER_OP_PREPEND = 6,       /* content before a non-empty text */
+    EMB_NORMALIZER_OP_BERT = 7,          /* BertNormalizer; a: EMB_BERT_* flags */
 } emb_normalizer_op;
+enum { EMB_BERT_CLEAN_TEXT = 1, EMB_BERT_CHINESE = 2, EMB_BERT_STRIP_ACCENTS = 4, EMB_BERT_LOWERCASE = 8 };
 typedef enum emb_replace_kind {
     EMB_REPLACE_LITERAL = 0,             /* every occurrence of the pattern string */
     EMB_REPLACE_SPACES = 1,              /* the regex " {2,}": runs of two or more U+0020 */
@@ -224,6 +226,7 @@ typedef enum emb_pre_tokenizer_op {
     EMB_PRE_TOKENIZER_OP_METASPACE = 2,  /* replacement, prepend (EMB_PREPEND_*), split */
     EMB_PRE_TOKENIZER_OP_BYTE_LEVEL = 3, /* add_prefix_space, use_regex (GPT-2's) */
     EMB_PRE_TOKENIZER_OP_SPLIT = 4,      /* pattern (EMB_PATTERN_*, or a literal), behavior, invert */
+    EMB_PRE_TOKENIZER_OP_BERT = 5,       /* BertPreTokenizer */
 } emb_pre_tokenizer_op;
 typedef enum emb_prepend_scheme { EMB_PREPEND_NEVER = 0, EMB_PREPEND_FIRST = 1, EMB_PREPEND_ALWAYS = 2 } emb_prepend_scheme;
 typedef enum emb_pattern {
@@ -376,6 +379,7 @@ void emb_tokens_push(emb_tokens *t, int32_t id, uint32_t start, uint32_t end);
 /* unigram.c / bpe.c: the tokens of one word, chars[0..n) (n > 0). */
 void emb_unigram_word(const emb_tokenizer *tok, emb_scratch *sc, const emb_nchar *chars, size_t n, emb_tokens *out);
 void emb_bpe_word(const emb_tokenizer *tok, emb_scratch *sc, const emb_nchar *chars, size_t n, emb_tokens *out);
+void emb_wordpiece_word_chars(const emb_tokenizer *tok, emb_scratch *sc, const emb_nchar *chars, size_t n, emb_tokens *out);
 emb_status emb_unigram_init(emb_tokenizer *tok);
 emb_status emb_bpe_init(emb_tokenizer *tok);
 void emb_model_free_tables(emb_tokenizer *tok);
@@ -399,6 +403,7 @@ int32_t emb_vocab_find_hashed(const emb_tokenizer *tok, uint32_t hash, const uin
 void *emb_tokenizer_model_tables(const emb_tokenizer *tok);
 void emb_tokenizer_set_model_tables(emb_tokenizer *tok, void *tables);
 size_t emb_tokenizer_n_model(const emb_tokenizer *tok);
+int32_t emb_tokenizer_max_input_chars(const emb_tokenizer *tok);
 void emb_token_trim_counts(const emb_tokenizer *tok, emb_token *t);
 uint32_t emb_byte_char(uint8_t b);
 int emb_is_trim_char(uint32_t cp);                        /* 'Ġ' or White_Space: offset trimming removes it */

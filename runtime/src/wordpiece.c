@@ -69,3 +69,45 @@ void emb_wordpiece_word(const emb_tokenizer *tok, const emb_word *w, emb_id_sink
     }
     for (size_t i = 0; i < n_pieces; i++) emb_id_sink_push(sink, pieces[i]);
 }
+
+/* The same on a word of the general pipeline (offsets): each piece covers the characters it
+   was matched from; an [UNK] word covers all of them. */
+void emb_wordpiece_word_chars(const emb_tokenizer *tok, emb_scratch *sc, const emb_nchar *chars, size_t n, emb_tokens *out) {
+    static const uint8_t prefix[2] = {'#', '#'};
+    size_t max_chars = (size_t)emb_tokenizer_max_input_chars(tok);
+    if (n > max_chars) {
+        emb_tokens_push(out, emb_tokenizer_unk_id(tok), chars[0].start, chars[n - 1].end);
+        return;
+    }
+    size_t n_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[4];
+        n_bytes += utf8_encode(chars[i].cp, b);
+    }
+    if (!emb_scratch_bytes(sc, n_bytes + 1)) return;
+    uint8_t *bytes = sc->bytes;
+    uint32_t *char_at = sc->byte_char;   /* char index -> first byte, n + 1 entries */
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        char_at[i] = (uint32_t)pos;
+        pos += utf8_encode(chars[i].cp, bytes + pos);
+    }
+    char_at[n] = (uint32_t)pos;
+    size_t first = out->n, start = 0;
+    while (start < n) {
+        size_t end = n;
+        int32_t id = -1;
+        while (end > start) {
+            id = emb_vocab_find(tok, prefix, start ? 2 : 0, bytes + char_at[start], char_at[end] - char_at[start]);
+            if (id >= 0) break;
+            end--;
+        }
+        if (id < 0) {
+            out->n = first;   /* the pieces found so far are dropped */
+            emb_tokens_push(out, emb_tokenizer_unk_id(tok), chars[0].start, chars[n - 1].end);
+            return;
+        }
+        emb_tokens_push(out, id, chars[start].start, chars[end - 1].end);
+        start = end;
+    }
+}

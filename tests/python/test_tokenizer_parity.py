@@ -138,6 +138,14 @@ class CTokenizer:
             ctypes.POINTER(ctypes.c_size_t),
         ]
         lib.emb_tokenizer_free.argtypes = [ctypes.c_void_p]
+        lib.emb_tokenizer_encode_ex.argtypes = [
+            ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
+        ]
+        lib.emb_utf8_offsets_to_chars.argtypes = [
+            ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+        ]
         self.handle = ctypes.c_void_p()
         ids = (ctypes.c_int32 * len(added))(*added)
         status = lib.emb_tokenizer_init_ex(
@@ -167,6 +175,32 @@ class CTokenizer:
         )
         assert status == EMB_STATUS_OK, (status, text)
         return self.ids[: self.n_ids.value]
+
+    def encode_ex(
+        self, a: str, b: str | None = None
+    ) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+        """Ids, type ids and code-point offsets (each text's own) through the general pipeline."""
+        lib, cap = self.lib, 2 * MAX_LENGTH
+        da, db = a.encode("utf-8"), None if b is None else b.encode("utf-8")
+        ids, types = (ctypes.c_int32 * cap)(), (ctypes.c_int32 * cap)()
+        offs = (ctypes.c_uint32 * (2 * cap))()
+        n, full = ctypes.c_size_t(), ctypes.c_size_t()
+        status = lib.emb_tokenizer_encode_ex(
+            self.handle, da, len(da), db, 0 if db is None else len(db), 1, ids, types, offs, cap,
+            ctypes.byref(n), ctypes.byref(full),
+        )
+        assert status == EMB_STATUS_OK, (status, a, b)
+        k = n.value
+        t = list(types[:k])
+        sep = next(i for i in range(k) if ids[i] == ids[k - 1]) if b is not None else k
+        out = list(offs[: 2 * k])
+        for text, lo, hi in ((da, 0, sep + 1), (db, sep + 1, k)):
+            if text is None or hi <= lo:
+                continue
+            part = (ctypes.c_uint32 * (2 * (hi - lo)))(*out[2 * lo : 2 * hi])
+            lib.emb_utf8_offsets_to_chars(text, len(text), part, 2 * (hi - lo), 0)
+            out[2 * lo : 2 * hi] = list(part)
+        return list(ids[:k]), t, [(out[2 * i], out[2 * i + 1]) for i in range(k)]
 
     def close(self) -> None:
         self.lib.emb_tokenizer_free(self.handle)
@@ -316,6 +350,23 @@ def test_invalid_utf8(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer, words: l
     data = random_bytes(20_000, SEED + 1, random_texts(2_000, SEED + 2, words))
     want = hf_ids(hf_tokenizer, [d.decode("utf-8", "replace") for d in data])
     assert_same(data, [c_tokenizer.encode(d) for d in data], want)
+
+
+def test_offsets_and_pairs(
+    c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer, texts: list[str]
+) -> None:
+    """The general pipeline's WordPiece (BertNormalizer and BertPreTokenizer as steps that track
+    where each character came from): the offsets and pairs of tokenizers, and the same ids as the
+    streaming path."""
+    sample = texts[:20_000]
+    got = [c_tokenizer.encode_ex(t) for t in sample]
+    want = [(e.ids, e.type_ids, [tuple(o) for o in e.offsets])
+            for e in hf_tokenizer.encode_batch(sample)]
+    assert_same(sample, got, want)  # type: ignore[arg-type]
+    pairs = list(zip(sample[:3000], sample[-3000:], strict=True))
+    got = [c_tokenizer.encode_ex(a, b)[:2] for a, b in pairs]
+    want = [(e.ids, e.type_ids) for e in hf_tokenizer.encode_batch(pairs)]
+    assert_same([f"{a!r} / {b!r}" for a, b in pairs], got, want)  # type: ignore[arg-type]
 
 
 def test_truncation_flags(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer) -> None:
