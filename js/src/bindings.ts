@@ -234,6 +234,16 @@ export class EngineInstance {
     return [status, this.u32At(nIds), this.u32At(nFull)];
   }
 
+  /** emb_model_tokenize_ex for one text, then its byte offsets as UTF-16 offsets (in place). */
+  tokenizeOffsetsRaw(model: Ptr, text: number, len: number, truncate: boolean, ids: number, offsets: number, cap: number): [number, number, number] {
+    const nIds = this.scratch + 8;
+    const nFull = nIds + WASM_SIZE_T_BYTES;
+    let status = this.x.emb_model_tokenize_ex_wasm(model, text, len, 0, 0, truncate ? 1 : 0, ids, 0, offsets, cap, nIds, nFull);
+    const n = this.u32At(nIds);
+    if (status === Status.OK) status = this.x.emb_utf8_offsets_to_chars_wasm(text, len, offsets, 2 * n, 1);
+    return [status, n, this.u32At(nFull)];
+  }
+
   contextInit(model: Ptr, maxTokens: number): Ptr {
     const status = this.x.emb_context_init_wasm(this.scratch, model, maxTokens);
     if (status !== Status.OK) this.fail(status, `cannot plan a context for ${maxTokens} tokens`);

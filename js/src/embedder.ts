@@ -7,7 +7,7 @@
 import { POOLING, type Pooling } from "./abi.js";
 import { EngineInstance, moduleImportsMemory, type ModelInfo } from "./bindings.js";
 import { chooseModule, type Variant } from "./modules.js";
-import { EngineSession } from "./session.js";
+import { EngineSession, type TokenOffsets } from "./session.js";
 import { EmbedderDisposed, InputError } from "./errors.js";
 import { loadBytes, type BundleSource, type LoadOptions } from "./loader.js";
 
@@ -173,6 +173,17 @@ export class Embedder {
     const list = asTexts(texts);
     const input = options.prefix ? list.map((t) => options.prefix + t) : list;
     return this.s.tokenize(input, options.truncate ?? true);
+  }
+
+  /**
+   * Token ids of each text with each token's place in it: `offsets` holds two UTF-16 offsets per
+   * token, `text.slice(offsets[2i], offsets[2i + 1])` (Hugging Face tokenizers' offsets; the
+   * special tokens have 0, 0). With a prefix the offsets are into prefix + text.
+   */
+  tokenizeWithOffsets(texts: string | readonly string[], options: TokenizeOptions = {}): TokenOffsets[] {
+    const list = asTexts(texts);
+    const input = options.prefix ? list.map((t) => options.prefix + t) : list;
+    return this.s.tokenizeWithOffsets(input, options.truncate ?? true);
   }
 
   /** Tokens per text after truncation (what the adaptive batcher budgets). */

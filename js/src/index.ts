@@ -12,6 +12,7 @@
  */
 export { Embedder } from "./embedder.js";
 export type { EmbedOptions, EmbedderOptions, EngineOptions, TokenizeOptions } from "./embedder.js";
+export type { TokenOffsets } from "./session.js";
 export { EmbedderPool } from "./pool.js";
 export type { PoolMode, PoolOptions } from "./pool.js";
 export { AdaptiveBatcher, estimateTokens } from "./batcher.js";

@@ -7,6 +7,12 @@ import { POOLING, Status, type Pooling } from "./abi.js";
 import { EngineInstance, type ModelInfo, type Ptr } from "./bindings.js";
 import { InputError, InputTooLong } from "./errors.js";
 
+/** One text's tokens: ids, and two UTF-16 offsets per token into the text (specials: 0, 0). */
+export interface TokenOffsets {
+  ids: Int32Array;
+  offsets: Int32Array;
+}
+
 export interface EncodeOptions {
   truncate: boolean;
   pooling: Pooling;
@@ -98,6 +104,35 @@ export class EngineSession {
       const n = this.tokenizeAt(t, i, truncate, 0);
       return this.instance.i32s(this.ids, n).slice();
     });
+  }
+
+  /**
+   * Each text's tokens with where they are in it: `ids`, and `offsets` with two UTF-16 offsets
+   * per token, `text.slice(offsets[2i], offsets[2i + 1])` (the offsets of Hugging Face
+   * tokenizers; the special tokens the template adds have 0, 0).
+   */
+  tokenizeWithOffsets(texts: readonly string[], truncate = true): TokenOffsets[] {
+    this.check();
+    const cap = Math.max(4 * this.info.maxLength, 1024);
+    const ids = this.instance.alloc(4 * cap);
+    const offsets = this.instance.alloc(8 * cap);
+    try {
+      return texts.map((t, i) => {
+        const len = this.writeText(t);
+        const [status, n, nFull] = this.instance.tokenizeOffsetsRaw(this.model, this.text, len, truncate, ids, offsets, cap);
+        if (status === Status.TOO_LONG) {
+          throw new InputTooLong(
+            `text ${i} has ${nFull} tokens, over the model's max length of ${this.info.maxLength}; ` +
+              `shorten it or pass truncate: true`,
+          );
+        }
+        if (status !== Status.OK) this.instance.fail(status, `cannot tokenize text ${i}`);
+        return { ids: this.instance.i32s(ids, n).slice(), offsets: new Int32Array(this.instance.i32s(offsets, 2 * n)) };
+      });
+    } finally {
+      this.instance.free(ids);
+      this.instance.free(offsets);
+    }
   }
 
   /** Token counts ([CLS] and [SEP] included) after truncation to the model's max length. */

@@ -132,6 +132,31 @@ def test_same_vectors_as_the_wasm_engine(
     assert np.array_equal(native, wasm)  # the same arithmetic in the same order: the same bits
 
 
+def test_offsets_match_hugging_face_on_both_engines(
+    backend: NativeBackend, bundle: Path, hf_model_dir: Path, reference: dict[str, Any]
+) -> None:
+    """tokenize_offsets: the ids and character offsets of tokenizers (no padding, truncation at
+    the bundle's max length), natively and in wasm alike."""
+    from tokenizers import Tokenizer
+
+    hf = Tokenizer.from_file(str(hf_model_dir / "tokenizer.json"))
+    hf.no_padding()
+    hf.enable_truncation(backend.max_length)
+    texts = [*reference["texts"][:200], "Ünïcödé ﬁ ½ 日本語", "x[MASK]y  [SEP]", "é\u0301 \ud800 z"]
+    want = [[(i, a, b) for i, (a, b) in zip(e.ids, e.offsets, strict=True)]
+            for e in hf.encode_batch([t.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+                                      for t in texts])]
+    got = backend.tokenize_offsets(texts)
+    assert got[:-1] == want[:-1]
+    assert [t[0] for t in got[-1]] == [t[0] for t in want[-1]]  # a lone surrogate: 1 character
+    pytest.importorskip("wasmtime", reason="pip install wasmtime")
+    if not (REPO / "build" / "wasm" / "edgembed.wasm").is_file():
+        pytest.skip("build/wasm not built (./build.sh wasm)")
+    from edgembed.backends.wasm import WasmBackend
+
+    assert WasmBackend(bundle, variant="simd128").tokenize_offsets(texts) == got
+
+
 def test_batch_invariance(backend: NativeBackend, reference: dict[str, Any]) -> None:
     rng = np.random.default_rng(11)
     seqs = reference["token_ids"]

@@ -80,6 +80,32 @@ def count_text_tokens(
     return counts
 
 
+Token = tuple[int, int, int]  # (id, start, end): the token covers text[start:end]; specials (0, 0)
+
+
+def char_offsets(text: str, byte_offsets: Sequence[int]) -> list[int]:
+    """The engine's byte offsets into ``text.encode("utf-8", "surrogatepass")`` as indexes of
+    ``text`` (code points, what ``text[start:end]`` takes)."""
+    if text.isascii():
+        return list(byte_offsets)
+    at: dict[int, int] = {}
+    pos = 0
+    for i, ch in enumerate(text):
+        at[pos] = i
+        c = ord(ch)
+        pos += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+    at[pos] = len(text)
+    return [at[b] for b in byte_offsets]
+
+
+def tokens_with_offsets(
+    text: str, ids: Sequence[int], offsets: Sequence[int]
+) -> list[Token]:
+    """(id, start, end) per token from the engine's ids and byte offsets (two per id)."""
+    chars = char_offsets(text, offsets)
+    return [(int(i), chars[2 * k], chars[2 * k + 1]) for k, i in enumerate(ids)]
+
+
 class WasmHost(Protocol):
     """One instantiated edgembed module (edgembed.wasm or edgembed-relaxed.wasm) on some host."""
 
@@ -173,6 +199,7 @@ class Engine:
         self._text = self._alloc(self._text_cap)
         self._tok_cap = max(4 * self.max_length, 1024)
         self._tok = self._alloc(4 * self._tok_cap)
+        self._offsets = 0  # two per token, allocated by the first tokenize_offsets
 
     # ── memory ──
 
@@ -269,6 +296,37 @@ class Engine:
     def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
         """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
         return tokenize_texts(self.tokenize_one, texts, truncate, self.max_length)
+
+    def tokenize_offsets(self, texts: Sequence[str], truncate: bool = True) -> list[list[Token]]:
+        """Each text's tokens as (id, start, end): the token covers ``text[start:end]`` (the
+        offsets of Hugging Face tokenizers; the special tokens the template adds are (0, 0))."""
+        if not self._offsets:
+            self._offsets = self._alloc(8 * self._tok_cap)
+        out = []
+        for text in texts:
+            data = text.encode("utf-8", errors="surrogatepass")
+            if len(data) > self._text_cap:
+                self.host.call("emb_free_wasm", self._text)
+                self._text_cap = max(len(data), 2 * self._text_cap)
+                self._text = self._alloc(self._text_cap)
+            self._write(self._text, memoryview(data))
+            st = self.host.call(
+                "emb_model_tokenize_ex_wasm", self._model, self._text, len(data), 0, 0,
+                int(truncate), self._tok, 0, self._offsets, self._tok_cap, self._scratch,
+                self._scratch + WASM_SIZE_T_BYTES,
+            )
+            n, full = self._i32s(self._scratch, 2)
+            if st == Status.TOO_LONG:
+                raise InputTooLong(
+                    f"a text has {full} tokens, more than the model's max_length "
+                    f"{self.max_length}; pass truncate=True or shorten it"
+                )
+            if st != Status.OK:
+                self._raise(st, "tokenize")
+            ids = self._i32s(self._tok, n)
+            byte_offs = [v & 0xFFFFFFFF for v in self._i32s(self._offsets, 2 * n)]
+            out.append(tokens_with_offsets(text, ids, byte_offs))
+        return out
 
     def count_tokens(self, texts: Sequence[str], truncate: bool = True) -> list[int]:
         """Tokens each text costs the encoder (its full length when truncate is False)."""

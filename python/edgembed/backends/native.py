@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from ..errors import BackendUnavailable, BundleError, EngineError, InputError, InputTooLong
 from ._abi import MODEL_INFO, Pooling, Status, declare, pooling_name
-from ._engine import count_text_tokens, raise_status, tokenize_texts
+from ._engine import Token, count_text_tokens, raise_status, tokenize_texts, tokens_with_offsets
 
 __all__ = ["NativeBackend", "NativeLibrary", "find_library", "load_library", "native_available"]
 
@@ -334,6 +334,32 @@ class NativeBackend:
         """Tokens each text costs the encoder (its full length when truncate is False)."""
         with self._lock:
             return count_text_tokens(self._tokenize_one, texts, truncate)
+
+    def tokenize_offsets(self, texts: Sequence[str], truncate: bool = True) -> list[list[Token]]:
+        """Each text's tokens as (id, start, end): the token covers ``text[start:end]`` (the
+        offsets of Hugging Face tokenizers; the special tokens the template adds are (0, 0))."""
+        out = []
+        offs = np.empty(2 * self._tok_cap, dtype=np.uint32)
+        with self._lock:
+            for text in texts:
+                data = text.encode("utf-8", errors="surrogatepass")
+                n_ids, n_full = self._n_ids, self._n_full
+                st = self._c.emb_model_tokenize_ex(
+                    self._model, data, len(data), None, 0, int(truncate), self._tok.ctypes.data,
+                    None, offs.ctypes.data, self._tok_cap, ctypes.byref(n_ids),
+                    ctypes.byref(n_full),
+                )
+                if st == Status.TOO_LONG:
+                    raise InputTooLong(
+                        f"a text has {n_full.value} tokens, more than the model's max_length "
+                        f"{self.max_length}; pass truncate=True or shorten it"
+                    )
+                if st != Status.OK:
+                    self._raise(st, "tokenize")
+                n = n_ids.value
+                out.append(tokens_with_offsets(text, self._tok[:n].tolist(),
+                                               offs[: 2 * n].tolist()))
+        return out
 
     def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
         """Pooled, not normalized vectors (n, dim) of a batch of id sequences."""

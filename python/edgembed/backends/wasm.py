@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import env
-from ._engine import BundleSource, Engine
+from ._engine import BundleSource, Engine, Token
 from ._wasm_files import WASM_FILES, check_variant, find_wasm_dir, read_wasm
 
 if TYPE_CHECKING:
@@ -88,6 +88,10 @@ class WasmBackend:
     def tokenize(self, texts: Sequence[str], truncate: bool = True) -> list[list[int]]:
         """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
         return self._engine.tokenize(texts, truncate)
+
+    def tokenize_offsets(self, texts: Sequence[str], truncate: bool = True) -> list[list[Token]]:
+        """Each text's tokens as (id, start, end): the token covers ``text[start:end]``."""
+        return self._engine.tokenize_offsets(texts, truncate)
 
     def tokenize_counted(self, text: str, truncate: bool = True) -> tuple[list[int], int]:
         """(ids, the text's full token count); ids are [] for a text over max_length when

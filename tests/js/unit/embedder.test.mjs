@@ -41,6 +41,16 @@ describe("Embedder (SIMD128 build)", () => {
     assert.deepEqual(e.countTokens(["hello", ""]), [3, 2]);
   });
 
+  test("token offsets are Hugging Face tokenizers' (UTF-16 offsets, surrogate pairs included)", () => {
+    const file = path.join(ROOT, "tests/fixtures/reference/all-minilm-l6-v2.offsets.json");
+    const { cases } = JSON.parse(fs.readFileSync(file, "utf8"));
+    const got = e.tokenizeWithOffsets(cases.map((c) => c.text));
+    cases.forEach((c, i) => {
+      assert.deepEqual(Array.from(got[i].ids), c.ids, `ids of text ${i}`);
+      assert.deepEqual(Array.from(got[i].offsets), c.offsets, `offsets of text ${i} ${JSON.stringify(c.text.slice(0, 40))}`);
+    });
+  });
+
   test("vectors match sentence-transformers at the int8 bar (min cosine >= 0.995)", async () => {
     const vectors = await e.embed(texts);
     assert.equal(vectors.length, texts.length);
