@@ -386,7 +386,7 @@ def _run_pull(args: argparse.Namespace) -> int:
                    + "; ".join(map(str, waits)))
     elif waits:
         _say(args, f"note: {pulled.spec.name} runs on backend onnx; the engine backends wait "
-                   f"for {'; '.join(map(str, waits))}")
+                   f"for {'; '.join(str(g).split(' (')[0] for g in waits)}")
     return 0
 
 

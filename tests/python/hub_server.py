@@ -12,7 +12,9 @@ Read from huggingface_hub 2.4 (``hf_api.model_info``, ``file_download.hf_hub_dow
   follow a redirect to another host for metadata, and drops the token when it downloads).
 - ``GET`` of the same URL (small files) or of the storage URL (LFS), with ``Range: bytes=N-``
   when the client resumes a broken transfer.
-- Errors as the hub sends them: ``401`` + ``X-Error-Code: RepoNotFound`` for a repository that
+- Errors as the hub sends them (``GatedRepo`` for the files of a gated repository whose
+  conditions the token's user has not accepted), ``401`` + ``X-Error-Code: RepoNotFound`` for a
+  repository that
   does not exist or is private when no valid token is sent (the hub does not tell them apart),
   ``404`` + ``RepoNotFound`` for one a valid token cannot see, ``401`` with ``X-Error-Message:
   Invalid credentials in Authorization header`` for a bad token, ``404`` +
@@ -46,6 +48,7 @@ def git_blob_id(data: bytes) -> str:
 class Repo:
     repo_id: str
     private: bool = False
+    gated: bool = False  # readable with a valid token whose user accepted the conditions
     refs: dict[str, str] = field(default_factory=dict)  # branch → commit
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)  # commit → files
 
@@ -64,6 +67,7 @@ class LocalHub:
     def __init__(self) -> None:
         self.repos: dict[str, Repo] = {}
         self.tokens: set[str] = set()
+        self.accepted: set[str] = set()  # tokens whose user accepted a gated repo's conditions
         self.fault = Fault()
         self.log: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -93,8 +97,9 @@ class LocalHub:
             srv.server_close()
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], *, private: bool = False,
-                 commit: str | None = None) -> str:
-        repo = self.repos.setdefault(repo_id.lower(), Repo(repo_id, private=private))
+                 gated: bool = False, commit: str | None = None) -> str:
+        repo = self.repos.setdefault(repo_id.lower(), Repo(repo_id, private=private,
+                                                           gated=gated))
         return self._commit(repo, files, commit)
 
     def push(self, repo_id: str, changes: dict[str, bytes]) -> str:
@@ -150,6 +155,13 @@ class LocalHub:
             _reply(handler, 404 if valid else 401,
                    {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"},
                    b'{"error":"Repository not found"}')
+            return None
+        token = handler.headers.get("Authorization", "")[len("Bearer "):]
+        if repo.gated and "/resolve/" in handler.path and token not in self.accepted:
+            _reply(handler, 403 if valid else 401,
+                   {"X-Error-Code": "GatedRepo",
+                    "X-Error-Message": "Access to model is restricted"},
+                   b'{"error":"Access to model is restricted"}')
             return None
         return repo
 

@@ -293,6 +293,21 @@ def test_a_private_repository_needs_a_token(hub: LocalHub, env: Path, tiny_dir: 
     assert {r["auth"] for r in hub.requests(server="storage")} == {None}
 
 
+def test_a_gated_repository_needs_its_conditions_accepted(
+    hub: LocalHub, env: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hub.add_repo("acme/gated", repo_files(tiny_dir), gated=True)
+    hub.tokens.update({"hf_new", "hf_agreed"})
+    hub.accepted.add("hf_agreed")
+    monkeypatch.setenv("HF_TOKEN", "hf_new")
+    with pytest.raises(SourceUnavailable) as err:
+        pull("acme/gated")
+    assert (f"acme/gated is gated on {hub.endpoint}: accept its conditions at "
+            f"{hub.endpoint}/acme/gated") in _one_line(err)
+    monkeypatch.setenv("HF_TOKEN", "hf_agreed")
+    assert (pull("acme/gated").source_dir / "model.safetensors").is_file()
+
+
 def test_an_unreachable_hub_fails_at_once_in_one_line(
     env: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
