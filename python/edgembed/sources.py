@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -211,9 +212,14 @@ def spec_from_hf_dir(path: Path, name: str | None = None) -> ModelSpec:
     return spec_from_description(read_model_dir(path, name))
 
 
-def check_catalog_entry(spec: ModelSpec, desc: ModelDescription) -> None:
+def check_catalog_entry(
+    spec: ModelSpec, desc: ModelDescription, say: Callable[[str], None] | None = None,
+) -> None:
     """A catalog entry must agree with the files it names: export builds from the files, so an
-    entry that says otherwise would describe another model than the one that runs."""
+    entry that says otherwise would describe another model than the one that runs. An entry
+    that pins its files (``files``) is refused; a hub-only entry whose facts could not be
+    checked when it was written (``unverified``) gives way to the files, and ``say`` (else the
+    ``edgembed`` logger) is told which facts were wrong."""
     if spec.name not in catalog():
         return
     said: dict[str, object] = {"family": spec.family, "tokenizer": spec.tokenizer}
@@ -233,11 +239,17 @@ def check_catalog_entry(spec: ModelSpec, desc: ModelDescription) -> None:
                      normalize=desc.normalize, max_seq_length=desc.max_seq_length)
     wrong = [f"{k}: catalog {_show(said[k])}, files {_show(found[k])}" for k in said
              if said[k] != found[k]]
-    if wrong:
-        raise InvalidModelDir(
-            f"the catalog entry of {spec.name} disagrees with its model files "
-            f"({'; '.join(wrong)}); fix models/catalog/{spec.name}.json"
-        )
+    if not wrong:
+        return
+    text = (f"the catalog entry of {spec.name} disagrees with its model files "
+            f"({'; '.join(wrong)})")
+    if spec.files or not spec.unverified:
+        raise InvalidModelDir(f"{text}; fix models/catalog/{spec.name}.json")
+    note = f"note: {text}; the files decide (models/catalog/{spec.name}.json needs fixing)"
+    if say is not None:
+        say(note)
+    else:
+        logging.getLogger("edgembed").warning("%s", note)
 
 
 def _show(value: object) -> str:
@@ -680,7 +692,7 @@ def pull(
             if adhoc:
                 spec = _hub_spec(hub_record.get("repo_id", spec.name), asked_revision, tmp)
             elif local is None:
-                check_catalog_entry(spec, read_model_dir(tmp, spec.name))
+                check_catalog_entry(spec, read_model_dir(tmp, spec.name), progress)
             elif not spec.files:
                 spec_from_hf_dir(tmp, spec.name)  # what was copied is still a model directory
             (tmp / FILES_RECORD).write_text(json.dumps(digests, indent=1), encoding="utf-8")

@@ -244,6 +244,32 @@ def test_changed_files_are_refused_and_updates_are_explicit(
     assert pull(REPO).commit == commit
 
 
+def test_unverified_catalog_facts_give_way_to_the_files(
+    hub: LocalHub, env: Path, tiny_dir: Path, temp_catalog: Path,
+) -> None:
+    """A hub-only catalog entry whose facts come from a model card: the pulled files decide,
+    and the pull says which facts were wrong; an entry that pins its files is refused."""
+    commit = hub.add_repo("acme/tiny", repo_files(tiny_dir))
+    entry = json.loads((temp_catalog / "gte-small.json").read_text())
+    entry.update(name="tiny-hub", dim=32, layers=2, max_seq_length=32, pooling="cls",
+                 sources=[{"kind": "hub", "repo_id": "acme/tiny", "revision": commit,
+                           "revision_note": "the local hub's"}])
+    (temp_catalog / "tiny-hub.json").write_text(json.dumps(entry))
+    catalog.catalog.cache_clear()
+    said: list[str] = []
+    pulled = pull("tiny-hub", progress=said.append)
+    assert pulled.commit == commit
+    assert said[-1] == ("note: the catalog entry of tiny-hub disagrees with its model files "
+                        "(pooling: catalog 'cls', files 'mean'); the files decide "
+                        "(models/catalog/tiny-hub.json needs fixing)")
+    entry.update(unverified=[], files={"model.safetensors": sha256_file(
+        tiny_dir / "model.safetensors")})
+    (temp_catalog / "tiny-hub.json").write_text(json.dumps(entry))
+    catalog.catalog.cache_clear()
+    with pytest.raises(InvalidModelDir, match=r"\(pooling: catalog 'cls', files 'mean'\); fix"):
+        pull("tiny-hub", force=True)
+
+
 def test_a_hub_file_that_does_not_match_the_hubs_checksum_is_refused(
     hub: LocalHub, env: Path, tiny_dir: Path,
 ) -> None:
