@@ -707,6 +707,8 @@ def pull(
             shutil.rmtree(work, ignore_errors=True)
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+            with contextlib.suppress(OSError):  # a failed first pull leaves no empty model
+                final.rmdir()
         if digests != old_files:
             # The manifest and exported files describe the old source: drop them.
             for stale in final.glob("*.onnx"):

@@ -289,6 +289,7 @@ def test_a_repository_that_does_not_exist(hub: LocalHub, env: Path,
     text = _one_line(err)
     assert f"{hub.endpoint} has no model repository nobody/nothing" in text
     assert "set HF_TOKEN" in text  # without a token the hub cannot say "private"
+    assert not model_cache_dir("nobody/nothing").exists()
     assert main(["pull", "nobody/nothing"]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == ["embed: fetching nobody/nothing from Hugging Face hub nobody/nothing@main",
@@ -383,6 +384,7 @@ def test_an_unsupported_architecture_is_refused_before_the_weights(
         pull("acme/gpt")
     assert "GPT2LMHeadModel" in _one_line(err) and "supported: bert, " in str(err.value)
     assert not hub.requests(path_part="model.safetensors")
+    assert not model_cache_dir("acme/gpt").exists()  # nothing left for `embed models` to list
     files = repo_files(tiny_dir)
     files["pytorch_model.bin"] = files.pop("model.safetensors")
     hub.add_repo("acme/old", files)
