@@ -13,12 +13,10 @@ import pytest
 from conftest import CATALOG
 from edgembed import InvalidModelDir, catalog
 from edgembed.catalog import (
-    Family,
     ModelSpec,
     Pooling,
     SourceKind,
     Task,
-    TokenizerKind,
     find_hub_entry,
 )
 
@@ -100,12 +98,3 @@ def test_a_broken_catalog_file_names_itself(temp_catalog: Path) -> None:
     catalog.catalog.cache_clear()
     with pytest.raises(InvalidModelDir, match=r"renamed\.json is not valid JSON"):
         catalog.catalog()
-
-
-def test_the_vocabularies_are_the_model_readers() -> None:
-    """The catalog's task, family, tokenizer and pooling names are the directory reader's."""
-    model_dir = pytest.importorskip("edgembed.model_dir")
-    for ours, theirs in ((Family, model_dir.Family), (TokenizerKind, model_dir.TokenizerKind),
-                         (Pooling, model_dir.PoolingMode)):
-        assert {m.value for m in ours} == {m.value for m in theirs}
-    assert {m.value for m in Task} <= {m.value for m in model_dir.Task}
