@@ -34,7 +34,7 @@ EXPORT_FAMILIES = frozenset(f.value for f in Family)  # the ONNX graph builder (
 EXPORT_POOLINGS = frozenset(Pooling)  # every sentence-transformers mode, inside that graph
 ENGINE_FAMILIES = frozenset({Family.BERT.value})  # the C engine (export/bundle.py writes it)
 ENGINE_POOLINGS = frozenset({Pooling.MEAN, Pooling.CLS})
-ENGINE_TOKENIZERS = frozenset({"wordpiece"})  # the engine's tokenizer (runtime/src)
+ENGINE_TOKENIZERS = frozenset({"wordpiece", "unigram", "bpe"})  # the engine's tokenizer stages
 TASKS = frozenset({Task.EMBEDDING})  # Embedder; the rerank and sparse APIs come later
 
 _TASK_API = {Task.RERANK: "the rerank API (score query-document pairs)",

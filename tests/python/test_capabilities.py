@@ -20,8 +20,10 @@ from edgembed import (
 )
 from edgembed.capabilities import (
     ENGINE_FAMILIES,
+    ENGINE_POOLINGS,
     ENGINE_TOKENIZERS,
     EXPORT_FAMILIES,
+    EXPORT_POOLINGS,
     export_gaps,
     gaps,
 )
@@ -107,14 +109,12 @@ def test_catalog_entries_agree_with_the_real_files(hf_model_dir: Path,
 def test_what_catalog_models_wait_for() -> None:
     assert gaps(get_spec("all-minilm-l6-v2")) == ()
     assert gaps(get_spec("bge-small-en-v1.5")) == ()
-    onnx_only = gaps(get_spec("paraphrase-multilingual-minilm-l12-v2"))
-    assert [g.engine_only for g in onnx_only] == [True]
-    assert "unigram tokenizer in the engine" in str(onnx_only[0])
-    e5 = [str(g) for g in gaps(get_spec("multilingual-e5-small"))]
-    assert e5 == ["xlm-roberta models in the engine (backend 'onnx' runs it now)",
-                  "the unigram tokenizer in the engine (backend 'onnx' runs it now)"]
-    assert export_gaps(get_spec("multilingual-e5-small")) == ()
-    assert export_gaps(get_spec("all-mpnet-base-v2")) == ()
+    assert gaps(get_spec("paraphrase-multilingual-minilm-l12-v2")) == ()  # BERT + Unigram
+    e5 = gaps(get_spec("multilingual-e5-small"))
+    assert [str(g) for g in e5] == ["xlm-roberta models in the engine (backend 'onnx' runs it "
+                                    "now)"]
+    assert [g.engine_only for g in e5] == [True] and export_gaps(get_spec("all-mpnet-base-v2")) \
+        == ()
     assert "the rerank API" in str(export_gaps(get_spec("ms-marco-minilm-l6-v2"))[0])
     assert "the sparse-embedding API" in str(export_gaps(get_spec("splade-tiny"))[0])
 
@@ -137,27 +137,31 @@ def test_export_refuses_a_model_this_build_cannot_build(
         "query-document pairs) (`embed models` shows what each catalog model waits for)")
 
 
-def test_a_tokenizer_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
+def test_what_only_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A BERT with a Unigram tokenizer (like paraphrase-multilingual-MiniLM): onnxruntime runs
-    it with Hugging Face tokenizers, the engine backends say they cannot and what to use."""
+    """A BERT with max pooling (a mode the exporter builds and the engine does not):
+    onnxruntime runs it, the native backend says it cannot and what to use, auto picks onnx."""
     from edgembed.backends.native import native_available
 
+    assert Pooling.MAX in EXPORT_POOLINGS and Pooling.MAX not in ENGINE_POOLINGS
     monkeypatch.setenv("EDGEMBED_HOME", str(tmp_path / "home"))
-    d = write_tiny_bert(tmp_path / "unigram-bert", tokenizer="unigram")
+    d = write_tiny_bert(tmp_path / "max-bert")
+    pooling = json.loads((d / "1_Pooling" / "config.json").read_text())
+    pooling.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
+    (d / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     onnx = Embedder.load(str(d), backend="onnx")
     vectors = onnx.embed(["the quick brown fox", "hello world"])
-    assert vectors.shape == (2, 32)
-    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1, rtol=1e-5)
+    assert vectors.shape == (2, 32) and onnx.manifest.pooling == "max"
     if native_available()[0]:
         with pytest.raises(BackendUnavailable) as err:
             Embedder.load(str(d), backend="native")
-        assert str(err.value) == ("backend 'native' runs the edgembed engine, which has no "
-                                  "unigram tokenizer yet (unigram-bert uses one); use "
-                                  "backend='onnx'")
+        text = str(err.value)
+        assert text.startswith("backend 'native' runs the edgembed engine, which cannot run "
+                               "max-bert: ") and "not max" in text
+        assert text.endswith("backend='onnx'")
         auto = Embedder.load(str(d))
-        assert auto.backend == "onnx" and "no unigram tokenizer" in auto.backend_reason
+        assert auto.backend == "onnx" and "not max" in auto.backend_reason
         np.testing.assert_array_equal(auto.embed(["hello world"]), onnx.embed(["hello world"]))
 
 
@@ -169,8 +173,8 @@ def test_embed_models_says_what_each_entry_waits_for(
     assert main(["models"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line}
     assert lines["all-minilm-l6-v2"].endswith("wheel+hub   ready")
-    assert "backend onnx only; the engine backends wait for the unigram tokenizer in the " \
-           "engine" in lines["paraphrase-multilingual-minilm-l12-v2"]
+    assert "backend onnx only; the engine backends wait for xlm-roberta models in the " \
+           "engine" in lines["multilingual-e5-small"]
     assert lines["ms-marco-minilm-l6-v2"].endswith("waits for the rerank API; needs the hub")
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}

@@ -158,9 +158,10 @@ def open_backend(
             try:
                 _, bundle = export_bundle(manifest.name)
             except UnsupportedArchitecture as exc:  # the onnx backend may still run it
+                hint = "" if "backend='onnx'" in str(exc) else "; use backend='onnx'"
                 raise BackendUnavailable(
                     f"backend 'native' runs the edgembed engine, which cannot run "
-                    f"{manifest.name}: {exc}; use backend='onnx'") from None
+                    f"{manifest.name}: {exc}{hint}") from None
         return NativeBackend(bundle, threads=threads)
     from .onnx import OnnxBackend
 
