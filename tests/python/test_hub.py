@@ -122,6 +122,10 @@ def test_cli_pull_and_embed_by_hub_id(hub: LocalHub, env: Path, tiny_dir: Path,
     row = rows[REPO]
     assert row["pulled"] and not row["in_catalog"] and row["pulled_commit"] == commit
     assert row["runs_on"] == ["onnx", "native", "wasm"] and row["exported"] == ["int8"]
+    assert main(["info", REPO, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["model_dir"] == str(model_cache_dir(REPO)) and info["name"] == REPO
+    assert info["source"] == f"Hugging Face hub {REPO}@{commit} via {hub.endpoint}"
 
 
 def test_a_broken_download_is_an_error_and_the_next_pull_completes(
