@@ -28,6 +28,7 @@ __all__ = [
     "encode_truncated",
     "load_tokenizer",
     "prefixes",
+    "prompt_length",
     "safe_prefix",
 ]
 
@@ -217,3 +218,14 @@ def encode_truncated(full: Any, truncating: Any, text: str, max_length: int) -> 
         if len(full.encode(prefix).ids) > max_length:
             return truncating.encode(prefix)
     return truncating.encode(text)
+
+
+def prompt_length(tokenizer: Any, prompt: str) -> int:
+    """How many leading tokens of ``prompt + text`` belong to the prompt, as
+    sentence-transformers counts them for pooling without the prompt: the prompt encoded
+    alone (its leading special token included), less a trailing special token."""
+    if not prompt:
+        return 0
+    ids = tokenizer.encode(prompt).ids
+    special = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+    return len(ids) - (1 if ids and ids[-1] in special else 0)

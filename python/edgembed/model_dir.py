@@ -321,13 +321,14 @@ class ModelDescription:
     @property
     def query_prompt_name(self) -> str | None:
         """The prompt ``embed_query`` uses: "query" when the model has one
-        (sentence-transformers' ``encode_query``), else the default prompt."""
+        (sentence-transformers' ``encode_query``); None: no prompt (not the default one)."""
         return "query" if "query" in self.prompts else None
 
     @property
     def document_prompt_name(self) -> str | None:
         """The prompt ``embed_document`` uses: the first of "document", "passage", "corpus"
-        the model has (sentence-transformers' ``encode_document``), else the default prompt."""
+        the model saves (sentence-transformers' ``encode_document`` as documented; its 6.2
+        loader adds an empty "document" that hides "passage"); None: no prompt."""
         return next((n for n in ("document", "passage", "corpus") if n in self.prompts), None)
 
     def summary(self) -> dict[str, Any]:

@@ -187,11 +187,11 @@ def spec_from_description(desc: ModelDescription, *, description: str = "") -> M
     """The catalog-style summary of a model directory's description (``model_dir``)."""
     pooling = desc.pooling.modes[0] if desc.pooling else Pooling.CLS
     prompts = dict(desc.prompts)
+    # embed_query / embed_document: the model's own query and document prompts; like
+    # sentence-transformers' encode_query / encode_document, no fallback to the default prompt
     for role, name in (("query", desc.query_prompt_name), ("document", desc.document_prompt_name)):
         if name and name in desc.prompts:
             prompts[role] = desc.prompts[name]
-        elif desc.default_prompt:
-            prompts.setdefault(role, desc.default_prompt)
     return ModelSpec(
         name=desc.name,
         family=desc.encoder.family.value,

@@ -1,8 +1,8 @@
 """onnxruntime backend: CPU, and CUDA where onnxruntime-gpu and a GPU are present.
 
-On CUDA the batch goes through I/O binding: the two int64 inputs are copied to the device
-once, only the pooled (B, D) output is allocated there and copied back, and the (B, T, D)
-token states never leave the GPU.
+On CUDA the batch goes through I/O binding: the int64 inputs are copied to the device once,
+only the pooled (B, D) output is allocated there and copied back, and the (B, T, D) token
+states never leave the GPU.
 """
 
 from __future__ import annotations
@@ -102,23 +102,34 @@ class OnnxBackend:
         self.model_path = Path(model_path)
         out = {o.name: o for o in self.session.get_outputs()}
         self.dim = int(out["pooled"].shape[-1])
+        # A model whose pooling leaves the prompt out takes each text's prompt length.
+        self.takes_prompt_length = any(i.name == "prompt_length"
+                                       for i in self.session.get_inputs())
 
-    def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+    def encode(
+        self, batch: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Pooled vectors; ``prompt_lengths`` (tokens of each text's prompt, its leading
+        special token included) matter only to a model that pools without the prompt."""
         if not batch:
             return np.zeros((0, self.dim), dtype=np.float32)
         ids, mask = pad_batch(batch)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self.takes_prompt_length:
+            lengths = prompt_lengths if prompt_lengths is not None else [0] * len(batch)
+            if len(lengths) != len(batch):
+                raise ValueError(f"{len(lengths)} prompt lengths for {len(batch)} texts")
+            feeds["prompt_length"] = np.asarray(lengths, dtype=np.int64)
         if self.device == "cuda":
-            return self._encode_bound(ids, mask)
-        (pooled,) = self.session.run(["pooled"], {"input_ids": ids, "attention_mask": mask})
+            return self._encode_bound(feeds)
+        (pooled,) = self.session.run(["pooled"], feeds)
         return np.asarray(pooled, dtype=np.float32)
 
-    def _encode_bound(
-        self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float32]:
+    def _encode_bound(self, feeds: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.float32]:
         # One binding per call: bindings hold per-run state, and calls may be concurrent.
         binding = self.session.io_binding()
-        binding.bind_cpu_input("input_ids", ids)
-        binding.bind_cpu_input("attention_mask", mask)
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, value)
         binding.bind_output("pooled", "cuda", self.device_id)
         self.session.run_with_iobinding(binding)
         (pooled,) = binding.copy_outputs_to_cpu()

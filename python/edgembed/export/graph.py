@@ -45,8 +45,8 @@ from ..model_dir import (
     relative_position_bucket,
 )
 
-__all__ = ["Embedding", "GraphBuilder", "Linear", "build_encoder_graph", "fp32_embedding",
-           "fp32_linear"]
+__all__ = ["Embedding", "GraphBuilder", "Linear", "build_encoder_graph", "emit_activation",
+           "fp32_embedding", "fp32_linear"]
 
 OPSET = 17
 MS_DOMAIN = "com.microsoft"
@@ -68,7 +68,8 @@ class GraphBuilder:
         return f"{hint}_{self._n}"
 
     def const(self, name: str, value: Array) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        # np.asarray, not np.ascontiguousarray, which turns a scalar into shape (1,)
+        self.inits.append(numpy_helper.from_array(np.asarray(value, order="C"), name))
         return name
 
     def ops(self, op_type: str, inputs: list[str], n_out: int, hint: str | None = None,
@@ -103,6 +104,29 @@ Embedding = Callable[[GraphBuilder, str, str, Array], str]
 
 def fp32_embedding(g: GraphBuilder, ids: str, name: str, table: Array) -> str:
     return g.op("Gather", [g.const(name, table.astype(np.float32)), ids], hint="word_emb", axis=0)
+
+
+def emit_activation(g: GraphBuilder, x: str, act: Activation, num: Callable[[float], str]) -> str:
+    """``act`` applied to ``x``; ``num(v)`` gives a scalar constant in x's dtype."""
+    if act is Activation.GELU:  # 0.5 x (1 + erf(x / sqrt 2))
+        erf = g.op("Erf", [g.op("Mul", [x, num(1.0 / math.sqrt(2.0))])])
+        return g.op("Mul", [g.op("Mul", [x, num(0.5)]), g.op("Add", [erf, num(1.0)])],
+                    hint="gelu")
+    if act is Activation.GELU_TANH:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        cube = g.op("Mul", [g.op("Mul", [x, x]), x])
+        inner = g.op("Add", [x, g.op("Mul", [cube, num(0.044715)])])
+        t = g.op("Tanh", [g.op("Mul", [inner, num(math.sqrt(2.0 / math.pi))])])
+        return g.op("Mul", [g.op("Mul", [x, num(0.5)]), g.op("Add", [t, num(1.0)])],
+                    hint="gelu_tanh")
+    if act is Activation.RELU:
+        return g.op("Relu", [x])
+    if act is Activation.SILU:
+        return g.op("Mul", [x, g.op("Sigmoid", [x])], hint="silu")
+    if act is Activation.TANH:
+        return g.op("Tanh", [x])
+    if act is Activation.SIGMOID:
+        return g.op("Sigmoid", [x])
+    return x
 
 
 def _check_supported(desc: ModelDescription) -> None:
@@ -169,25 +193,7 @@ def build_encoder_graph(
                                epsilon=enc.layer_norm_eps))
 
     def activation(x: str, act: Activation, *, f32: bool = False) -> str:
-        if act is Activation.GELU:  # 0.5 x (1 + erf(x / sqrt 2))
-            erf = g.op("Erf", [g.op("Mul", [x, num(1.0 / math.sqrt(2.0), f32=f32)])])
-            return g.op("Mul", [g.op("Mul", [x, num(0.5, f32=f32)]),
-                                g.op("Add", [erf, num(1.0, f32=f32)])], hint="gelu")
-        if act is Activation.GELU_TANH:  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-            cube = g.op("Mul", [g.op("Mul", [x, x]), x])
-            inner = g.op("Add", [x, g.op("Mul", [cube, num(0.044715, f32=f32)])])
-            t = g.op("Tanh", [g.op("Mul", [inner, num(math.sqrt(2.0 / math.pi), f32=f32)])])
-            return g.op("Mul", [g.op("Mul", [x, num(0.5, f32=f32)]),
-                                g.op("Add", [t, num(1.0, f32=f32)])], hint="gelu_tanh")
-        if act is Activation.RELU:
-            return g.op("Relu", [x])
-        if act is Activation.SILU:
-            return g.op("Mul", [x, g.op("Sigmoid", [x])], hint="silu")
-        if act is Activation.TANH:
-            return g.op("Tanh", [x])
-        if act is Activation.SIGMOID:
-            return g.op("Sigmoid", [x])
-        return x
+        return emit_activation(g, x, act, lambda v: num(v, f32=f32))
 
     def lin(inp: str, name: str) -> str:
         return linear(g, inp, name, weights[name + ".weight"], weights.get(name + ".bias"))
