@@ -52,6 +52,11 @@ class Tokenizer(Protocol):
         """Tokens each text costs the encoder (its full length when ``truncate`` is off)."""
         ...
 
+    def prompt_length(self, prompt: str) -> int:
+        """The leading tokens of ``prompt + text`` that belong to the prompt (``prompt_length``
+        below), for models that pool without it."""
+        ...
+
 
 def load_tokenizer(
     source_dir: Path, max_length: int, *, truncate: bool = True, lowercase: bool = False
@@ -138,6 +143,9 @@ class HFTokenizer:
         encs = iter(self._truncating.encode_batch(short) if short else [])
         return [next(encs) if len(t) <= limit else None for t in texts]
 
+    def prompt_length(self, prompt: str) -> int:
+        return prompt_length(self._truncating, prompt)
+
 
 class EngineTokenizer:
     """The engine's own tokenizer, through a backend that has one (the wasm engine)."""
@@ -170,6 +178,12 @@ class EngineTokenizer:
     def count(self, texts: list[str], truncate: bool) -> list[int]:
         counts: list[int] = self._backend.count_tokens(texts, truncate)
         return counts
+
+    def prompt_length(self, prompt: str) -> int:
+        from .errors import BackendUnavailable
+
+        raise BackendUnavailable("the engine pools every token; a model that pools without "
+                                 "its prompt runs with backend='onnx'")
 
 
 # --- long texts: tokenize a bounded prefix -----------------------------------------------------

@@ -148,6 +148,7 @@ examples:
   embed -i docs.jsonl --field body --id-column id -o vectors.parquet
   cat questions.txt | embed -i - --query --precision int8 -o - > vectors.jsonl
   embed --dimensions 128 --model ./my-model "hello"   Matryoshka-truncated, renormalized
+  embed --model ./e5-model --prompt-name query "q"    the model's "query" prompt first
   embed similarity "a cat" "a kitten"                 cosine similarity
   embed models | pull NAME | export NAME | info NAME  manage models
 
@@ -196,7 +197,13 @@ def _embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
                         help="texts are queries: apply the model's query prefix")
     prefix.add_argument("--document", action="store_true",
                         help="texts are documents: apply the model's document prefix")
-    v.add_argument("--no-normalize", action="store_true", help="skip L2 normalization")
+    prefix.add_argument("--prompt-name", metavar="NAME",
+                        help="apply the model's prompt called NAME (`embed info` lists them)")
+    norm = v.add_mutually_exclusive_group()
+    norm.add_argument("--normalize", action="store_true", default=None,
+                      help="L2-normalize the vectors (default: as the model does)")
+    norm.add_argument("--no-normalize", action="store_false", dest="normalize",
+                      help="do not L2-normalize the vectors")
     v.add_argument("--no-truncate", action="store_true",
                    help="a text over the model's max length is an error, not cut")
     v.add_argument("--batch-tokens", type=positive_int, metavar="N",
@@ -234,7 +241,8 @@ def _run_embed(args: argparse.Namespace) -> int:
     try:
         embedder = _load(args)
         embedder.embed([], dimensions=args.dimensions, precision=args.precision,
-                       max_batch_tokens=args.batch_tokens)  # bad options fail before any work
+                       max_batch_tokens=args.batch_tokens,
+                       prompt_name=args.prompt_name)  # bad options fail before any work
         prefix = None
         if args.query:
             prefix = embedder.manifest.query_prefix
@@ -251,9 +259,10 @@ def _run_embed(args: argparse.Namespace) -> int:
         truncated = total = 0
         for chunk in _chunks(rows, CHUNK):
             vectors, cut = embedder._embed_counted(
-                [r.text or "" for r in chunk], start=total, normalize=not args.no_normalize,
-                prefix=prefix, truncate=not args.no_truncate, dimensions=args.dimensions,
-                precision=args.precision, max_batch_tokens=args.batch_tokens)
+                [r.text or "" for r in chunk], start=total, normalize=args.normalize,
+                prefix=prefix, prompt_name=args.prompt_name, truncate=not args.no_truncate,
+                dimensions=args.dimensions, precision=args.precision,
+                max_batch_tokens=args.batch_tokens)
             output.write(vectors, [r.id for r in chunk])
             truncated += cut
             total += len(chunk)
@@ -458,8 +467,15 @@ def _run_info(args: argparse.Namespace) -> int:
     print(f"model dir:   {model_dir}")
     print(f"dimension:   {m.dim}")
     print(f"max length:  {m.max_length} tokens")
-    print(f"pooling:     {m.pooling}{', L2-normalized' if m.normalize else ''}")
+    if m.family:
+        print(f"family:      {m.family}")
+    print(f"pooling:     {m.pooling}{'' if m.include_prompt else ' (without the prompt)'}"
+          f"{', L2-normalized' if m.normalize else ''}")
     print(f"prefixes:    query {m.query_prefix!r}, document {m.document_prefix!r}")
+    if m.prompts:
+        named = ", ".join(f"{k} {v!r}" for k, v in sorted(m.prompts.items()))
+        default = f" (default: {m.default_prompt_name})" if m.default_prompt_name else ""
+        print(f"prompts:     {named}{default}")
     print(f"licence:     {m.license or '?'}")
     print(f"source:      {m.source}")
     print(f"default:     {m.default_variant}")

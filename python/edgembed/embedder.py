@@ -197,6 +197,10 @@ class Embedder:
                                    f"auto: CPU because {exc}")
             model_dir, manifest = prepare_model(model, choice.variant, progress)
             engine = open_backend(choice, model_dir, manifest, threads)
+        if not manifest.include_prompt and not getattr(engine, "takes_prompt_length", False):
+            raise BackendUnavailable(
+                f"{manifest.name} pools without its prompt (include_prompt: false), which "
+                f"backend {choice.backend!r} does not do; use backend='onnx'")
         source = model_dir / "source"
         if source.is_dir() and manifest.source_files:
             from .sources import verify_source
@@ -275,19 +279,52 @@ class Embedder:
     # ── tokens ──
 
     def tokenize(
-        self, texts: str | Iterable[str], *, prefix: str | None = None, truncate: bool = True
+        self, texts: str | Iterable[str], *, prefix: str | None = None, truncate: bool = True,
+        prompt_name: str | None = None,
     ) -> list[list[int]]:
-        """Token ids (with [CLS]/[SEP], no padding) of each text, as the encoder sees them;
-        with ``truncate=False``, all of each text's tokens."""
-        items = self._with_prefix(_as_texts(texts), prefix)
+        """Token ids (with [CLS]/[SEP], no padding) of each text, as the encoder sees them
+        (the prompt included, as for ``embed``); with ``truncate=False``, all of each text's
+        tokens."""
+        items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
         return self._tokenizer.encode(items, truncate=truncate, check=False)[0]
 
     def count_tokens(
-        self, texts: str | Iterable[str], *, prefix: str | None = None, truncate: bool = True
+        self, texts: str | Iterable[str], *, prefix: str | None = None, truncate: bool = True,
+        prompt_name: str | None = None,
     ) -> list[int]:
-        """How many tokens each text costs the encoder (special tokens included; at most
-        ``max_length`` unless ``truncate=False``). The adaptive batcher's cost model uses it."""
-        return self._tokenizer.count(self._with_prefix(_as_texts(texts), prefix), truncate)
+        """How many tokens each text costs the encoder (special tokens and prompt included; at
+        most ``max_length`` unless ``truncate=False``). The adaptive batcher's cost model uses
+        it."""
+        items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
+        return self._tokenizer.count(items, truncate)
+
+    # ── prompts ──
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The model's prompts by name (``config_sentence_transformers.json``, and the
+        catalog's query/document prefixes), for ``prompt_name=``."""
+        return dict(self._manifest.prompts)
+
+    def prompt(self, prefix: str | None = None, prompt_name: str | None = None) -> str:
+        """The text ``embed`` puts before each text: ``prefix`` as given, the prompt called
+        ``prompt_name``, or (neither given) the model's default prompt — "" for most models.
+        As sentence-transformers' ``prompt=`` / ``prompt_name=``."""
+        if prefix is not None and prompt_name is not None:
+            raise InputError("give prefix or prompt_name, not both")
+        if prefix is not None:
+            if not isinstance(prefix, str):
+                raise InputError(f"prefix must be a string, not {type(prefix).__name__}")
+            return prefix
+        prompts = self._manifest.prompts
+        if prompt_name is not None:
+            if prompt_name not in prompts:
+                known = ", ".join(sorted(prompts)) or "none"
+                raise InputError(f"model {self.model_name!r} has no prompt named "
+                                 f"{prompt_name!r} (its prompts: {known})")
+            return prompts[prompt_name]
+        default = self._manifest.default_prompt_name
+        return prompts.get(default, "") if default else ""
 
     # ── embeddings ──
 
@@ -295,50 +332,64 @@ class Embedder:
         self,
         texts: str | Iterable[str],
         *,
-        normalize: bool = True,
+        normalize: bool | None = None,
         prefix: str | None = None,
         truncate: bool = True,
         dimensions: int | None = None,
         precision: str | Precision = "float32",
         max_batch_tokens: int | None = None,
+        prompt_name: str | None = None,
     ) -> npt.NDArray[Any]:
         """Embed ``texts`` (a string counts as one text): an array of shape (n, dims), rows in
         input order. Without numpy (Pyodide), a list of n rows instead: ``array('f')``, or
         ``array('b')`` for int8/binary and ``array('B')`` for uint8/ubinary precisions.
 
-        ``prefix`` is prepended to every text. ``truncate=False`` raises InputTooLong for a
-        text over ``max_length`` tokens instead of cutting it. ``dimensions`` keeps the first
-        dimensions (Matryoshka) and renormalizes. ``precision``: see :class:`Precision` and
-        ``docs/python.md``; binary precisions return ``ceil(dims / 8)`` bytes per row.
-        ``max_batch_tokens`` overrides the backend's token budget per encoder call.
+        ``normalize``: L2-normalize the vectors; by default as the model does (a
+        sentence-transformers model with a Normalize module: all-MiniLM-L6-v2 does).
+        ``prompt_name`` prepends the model's prompt of that name (``prompts``), ``prefix`` any
+        text; with neither, the model's default prompt applies (usually none). A model whose
+        pooling leaves the prompt out (``include_prompt: false``) pools only the text's own
+        tokens. ``truncate=False`` raises InputTooLong for a text over ``max_length`` tokens
+        instead of cutting it. ``dimensions`` keeps the first dimensions (Matryoshka), then
+        normalizes. ``precision``: see :class:`Precision` and ``docs/python.md``; binary
+        precisions return ``ceil(dims / 8)`` bytes per row. ``max_batch_tokens`` overrides the
+        backend's token budget per encoder call.
         """
         vectors, truncated = self._embed_counted(
             texts, normalize=normalize, prefix=prefix, truncate=truncate,
-            dimensions=dimensions, precision=precision, max_batch_tokens=max_batch_tokens)
+            dimensions=dimensions, precision=precision, max_batch_tokens=max_batch_tokens,
+            prompt_name=prompt_name)
         if truncated:
             _log.info("%d of %d texts were longer than %d tokens and were truncated",
                       truncated, len(vectors), self.max_length)
         return vectors
 
     def embed_query(self, texts: str | Iterable[str], **options: Any) -> npt.NDArray[Any]:
-        """``embed`` with the model's query prefix (e5-style "query: "; "" for MiniLM)."""
-        return self.embed(texts, prefix=self._manifest.query_prefix, **options)
+        """``embed`` with the model's query prompt (e5-style "query: "; none for MiniLM),
+        unless ``prefix`` or ``prompt_name`` is given."""
+        if "prefix" not in options and "prompt_name" not in options:
+            options["prefix"] = self._manifest.query_prefix
+        return self.embed(texts, **options)
 
     def embed_document(self, texts: str | Iterable[str], **options: Any) -> npt.NDArray[Any]:
-        """``embed`` with the model's document prefix (e5-style "passage: ")."""
-        return self.embed(texts, prefix=self._manifest.document_prefix, **options)
+        """``embed`` with the model's document prompt (e5-style "passage: "), unless
+        ``prefix`` or ``prompt_name`` is given."""
+        if "prefix" not in options and "prompt_name" not in options:
+            options["prefix"] = self._manifest.document_prefix
+        return self.embed(texts, **options)
 
     def embed_iter(
         self,
         texts: Iterable[str],
         *,
         chunk_size: int = ITER_CHUNK,
-        normalize: bool = True,
+        normalize: bool | None = None,
         prefix: str | None = None,
         truncate: bool = True,
         dimensions: int | None = None,
         precision: str | Precision = "float32",
         max_batch_tokens: int | None = None,
+        prompt_name: str | None = None,
     ) -> Iterator[npt.NDArray[Any]]:
         """Embed a stream of texts with bounded memory: one array per ``chunk_size`` texts.
 
@@ -350,6 +401,7 @@ class Embedder:
         if not isinstance(chunk_size, int) or chunk_size < 1:
             raise InputError(f"chunk_size must be a positive integer, not {chunk_size!r}")
         opts = self._options(normalize, dimensions, precision, max_batch_tokens)
+        prefix = self.prompt(prefix, prompt_name)
         chunk: list[str] = []
         start = 0
         for text in texts:
@@ -366,19 +418,21 @@ class Embedder:
         texts: str | Iterable[str],
         *,
         start: int = 0,
-        normalize: bool = True,
+        normalize: bool | None = None,
         prefix: str | None = None,
         truncate: bool = True,
         dimensions: int | None = None,
         precision: str | Precision = "float32",
         max_batch_tokens: int | None = None,
+        prompt_name: str | None = None,
     ) -> tuple[npt.NDArray[Any], int]:
         """``embed`` plus the number of truncated texts; ``start`` offsets error indices."""
         opts = self._options(normalize, dimensions, precision, max_batch_tokens)
-        return self._embed_list(_as_texts(texts, start), prefix, truncate, opts, start)
+        prompt = self.prompt(prefix, prompt_name)
+        return self._embed_list(_as_texts(texts, start), prompt, truncate, opts, start)
 
     def quantization_ranges(
-        self, *, normalize: bool = True, dimensions: int | None = None
+        self, *, normalize: bool | None = None, dimensions: int | None = None
     ) -> Any:
         """The per-dimension [lo, hi] used by the int8 and uint8 precisions: an array of shape
         (2, dims), or without numpy two ``array('f')``.
@@ -390,7 +444,8 @@ class Embedder:
         with self._calibration_lock:
             if self._calibration is None:
                 self._calibration = self._calibration_vectors()
-        return self._output.ranges(self._output.finish(self._calibration, normalize, dimensions))
+        norm = self._manifest.normalize if normalize is None else bool(normalize)
+        return self._output.ranges(self._output.finish(self._calibration, norm, dimensions))
 
     # ── internals ──
 
@@ -416,7 +471,7 @@ class Embedder:
 
     def _options(
         self,
-        normalize: bool,
+        normalize: bool | None,
         dimensions: int | None,
         precision: str | Precision,
         max_batch_tokens: int | None,
@@ -432,7 +487,8 @@ class Embedder:
         ):
             raise InputError(f"max_batch_tokens must be a positive integer, "
                              f"not {max_batch_tokens!r}")
-        return (bool(normalize), dimensions, precision_of(precision),
+        norm = self._manifest.normalize if normalize is None else bool(normalize)
+        return (norm, dimensions, precision_of(precision),
                 max_batch_tokens or self._choice.max_batch_tokens)
 
     def _with_prefix(self, texts: list[str], prefix: str | None) -> list[str]:
@@ -454,7 +510,10 @@ class Embedder:
             return output.empty(dimensions or self.dim, precision), 0
         ids, truncated = self._tokenizer.encode(self._with_prefix(items, prefix),
                                                 truncate=truncate, start=start)
-        vectors = output.finish(self._pooled(ids, budget), normalize, dimensions)
+        skip = 0  # the prompt's tokens, left out of pooling by include_prompt: false models
+        if prefix and not self._manifest.include_prompt:
+            skip = self._tokenizer.prompt_length(prefix)
+        vectors = output.finish(self._pooled(ids, budget, skip), normalize, dimensions)
         if precision is Precision.FLOAT32:
             return vectors, truncated
         ranges = None
@@ -462,12 +521,14 @@ class Embedder:
             ranges = self.quantization_ranges(normalize=normalize, dimensions=dimensions)
         return output.quantize(vectors, precision, ranges), truncated
 
-    def _pooled(self, ids: list[list[int]], budget: int) -> Any:
-        """Pooled vectors of ``ids`` in input order, computed in length-sorted batches."""
+    def _pooled(self, ids: list[list[int]], budget: int, prompt_tokens: int = 0) -> Any:
+        """Pooled vectors of ``ids`` in input order, computed in length-sorted batches;
+        ``prompt_tokens``: how many leading tokens of each text pooling leaves out."""
         output = self._output
         out = output.alloc(len(ids), self.dim)
         for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
+            lengths = [prompt_tokens] * len(batch) if prompt_tokens else None
             with self._encode_lock:
-                block = output.encode(self._backend, [ids[i] for i in batch])
+                block = output.encode(self._backend, [ids[i] for i in batch], lengths)
             output.put(out, batch, block)
         return out

@@ -88,12 +88,21 @@ def _manifest_for(pulled: PulledModel, desc: ModelDescription) -> Manifest:
 
     files = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
     pooling = "+".join(m.value for m in desc.pooling.modes) if desc.pooling else ""
+    # embed_query / embed_document: the catalog's prefixes, else the model's own prompts; and
+    # prompt_name= also knows the catalog's prefixes as "query" / "document"
+    prompts = dict(desc.prompts)
+    query = spec.query_prefix or prompts.get(desc.query_prompt_name or "", "")
+    document = spec.document_prefix or prompts.get(desc.document_prompt_name or "", "")
+    if spec.files and spec.query_prefix:  # a catalog entry's own prefixes
+        prompts.setdefault("query", spec.query_prefix)
+    if spec.files and spec.document_prefix:
+        prompts.setdefault("document", spec.document_prefix)
     return Manifest(
         name=spec.name, dim=desc.output_dim, max_length=desc.max_seq_length,
         pooling=pooling, normalize=desc.normalize,
-        query_prefix=spec.query_prefix, document_prefix=spec.document_prefix,
+        query_prefix=query, document_prefix=document,
         license=spec.license, source=pulled.source, source_files=files,
-        family=desc.encoder.family.value, prompts=dict(desc.prompts),
+        family=desc.encoder.family.value, prompts=prompts,
         default_prompt_name=desc.default_prompt_name,
         include_prompt=desc.pooling.include_prompt if desc.pooling else True,
         do_lower_case=desc.do_lower_case, similarity_fn_name=desc.similarity_fn_name.value,

@@ -28,8 +28,10 @@ class Output(Protocol):
     ``Vectors`` below is an (n, d) float32 array, or a list of n ``array('f')`` rows.
     """
 
-    def encode(self, backend: Any, batch: Sequence[Sequence[int]]) -> Any:
-        """The backend's pooled vectors of one batch, in this representation."""
+    def encode(self, backend: Any, batch: Sequence[Sequence[int]],
+               prompt_lengths: Sequence[int] | None = None) -> Any:
+        """The backend's pooled vectors of one batch, in this representation;
+        ``prompt_lengths``: the leading tokens of each text that pooling leaves out."""
         ...
 
     def alloc(self, n: int, dim: int) -> Any:

@@ -73,8 +73,10 @@ def output_layout(dims: int, precision: str | Precision) -> tuple[int, np.dtype[
 class ArrayOutput:
     """:class:`~edgembed.output.Output` on numpy arrays."""
 
-    def encode(self, backend: Any, batch: Sequence[Sequence[int]]) -> FloatArray:
-        out: FloatArray = backend.encode(batch)
+    def encode(self, backend: Any, batch: Sequence[Sequence[int]],
+               prompt_lengths: Sequence[int] | None = None) -> FloatArray:
+        out: FloatArray = (backend.encode(batch) if prompt_lengths is None
+                           else backend.encode(batch, prompt_lengths))
         return out
 
     def alloc(self, n: int, dim: int) -> FloatArray:

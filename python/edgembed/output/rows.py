@@ -144,7 +144,10 @@ def quantize_rows(
 class RowOutput:
     """:class:`~edgembed.output.Output` on lists of ``array`` rows (no numpy)."""
 
-    def encode(self, backend: Any, batch: Sequence[Sequence[int]]) -> list[array[float]]:
+    def encode(self, backend: Any, batch: Sequence[Sequence[int]],
+               prompt_lengths: Sequence[int] | None = None) -> list[array[float]]:
+        if prompt_lengths is not None:  # bundles never hold such models (the writer refuses)
+            raise ValueError("the engine pools every token; it cannot leave a prompt out")
         rows: list[array[float]] = backend.encode_rows(batch)
         return rows
 
