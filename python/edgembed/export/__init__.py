@@ -88,15 +88,17 @@ def _manifest_for(pulled: PulledModel, desc: ModelDescription) -> Manifest:
 
     files = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
     pooling = "+".join(m.value for m in desc.pooling.modes) if desc.pooling else ""
-    # embed_query / embed_document: the catalog's prefixes, else the model's own prompts; and
-    # prompt_name= also knows the catalog's prefixes as "query" / "document"
+    # embed_query / embed_document: a catalog entry's query / document prompts, else the
+    # model's own; prompt_name= knows the model's prompts and the catalog entry's
+    from ..catalog import catalog
+
     prompts = dict(desc.prompts)
-    query = spec.query_prefix or prompts.get(desc.query_prompt_name or "", "")
-    document = spec.document_prefix or prompts.get(desc.document_prompt_name or "", "")
-    if spec.files and spec.query_prefix:  # a catalog entry's own prefixes
-        prompts.setdefault("query", spec.query_prefix)
-    if spec.files and spec.document_prefix:
-        prompts.setdefault("document", spec.document_prefix)
+    query = prompts.get(desc.query_prompt_name or "", "")
+    document = prompts.get(desc.document_prompt_name or "", "")
+    if spec.name in catalog():
+        query, document = spec.query_prefix or query, spec.document_prefix or document
+        for key, text in spec.prompts.items():
+            prompts.setdefault(key, text)
     return Manifest(
         name=spec.name, dim=desc.output_dim, max_length=desc.max_seq_length,
         pooling=pooling, normalize=desc.normalize,
