@@ -396,6 +396,6 @@ def test_registered_commands_run(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["--help"]) == 0
         assert "hello-test  say hello" in capsys.readouterr().out
     finally:
-        from edgembed import cli
+        from edgembed.cli import registry
 
-        cli._COMMANDS.pop("hello-test")
+        registry._COMMANDS.pop("hello-test")

@@ -26,8 +26,6 @@ import contextlib
 import ctypes
 import itertools
 import os
-import platform
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ from typing import NoReturn
 import numpy as np
 import numpy.typing as npt
 
+from .. import env
 from ..errors import BackendUnavailable, BundleError, EngineError, InputError, InputTooLong
 from ._abi import MODEL_INFO, Pooling, Status, declare, pooling_name
 from ._engine import Token, count_text_tokens, raise_status, tokenize_texts, tokens_with_offsets
@@ -49,12 +48,10 @@ _LIB_NAME = "libedgembed.so"
 
 # ELF e_machine values of the architectures the engine is built for
 _ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64"}
-_MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64"}
 
 
 def _this_machine() -> str:
-    m = platform.machine().lower()
-    return _MACHINE_ALIASES.get(m, m)
+    return env.HOST.machine  # x86_64, aarch64, or as the platform names it
 
 
 def find_library(explicit: Path | str | None = None) -> Path:
@@ -86,9 +83,9 @@ def find_library(explicit: Path | str | None = None) -> Path:
 def check_library_file(path: Path) -> None:
     """Refuse, with a clear message, a file that is not a 64-bit little-endian ELF shared
     library for this machine's architecture (before dlopen sees it)."""
-    if sys.platform != "linux":
+    if env.HOST.os != "linux":
         raise BackendUnavailable(
-            f"the native engine is built for Linux; this is {sys.platform}: use backend='onnx'"
+            f"the native engine is built for Linux; this is {env.HOST.os}: use backend='onnx'"
         )
     try:
         with open(path, "rb") as f:
@@ -197,11 +194,7 @@ def native_available(path: Path | str | None = None) -> tuple[bool, str]:
 
 
 def _default_threads() -> int:
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, min(n, _MAX_THREADS))
+    return max(1, min(env.HOST.cores, _MAX_THREADS))
 
 
 class NativeBackend:

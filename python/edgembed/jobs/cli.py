@@ -12,9 +12,9 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ..cli import Command, add_model_options, positive_int
+from ..cli.options import add_format_options, add_model_options, add_vector_options, positive_int
+from ..cli.registry import Command
 from ..errors import JobError
-from ..io.formats import INPUT_FORMATS, OUTPUT_FORMATS
 from .runner import run_batch
 from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 
@@ -44,15 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     io_g = p.add_argument_group("input and output")
     io_g.add_argument("-o", "--output", required=True, metavar="OUTPUT",
                       help="where the vectors go: .npy, .jsonl or .parquet (or an fsspec URL)")
-    io_g.add_argument("--input-format", choices=INPUT_FORMATS,
-                      help="override the format INPUT's name implies")
-    io_g.add_argument("--output-format", choices=OUTPUT_FORMATS,
-                      help="override the format OUTPUT's name implies")
-    io_g.add_argument("--field", help="jsonl: the field holding the text (default: text)")
-    io_g.add_argument("--column", help="csv/parquet: the column holding the text "
-                                       "(default: text)")
-    io_g.add_argument("--id-column", metavar="NAME",
-                      help="a field copied into .jsonl/.parquet output beside each vector")
+    add_format_options(io_g, "INPUT's name", "OUTPUT's name")
     io_g.add_argument("--errors", dest="encoding_errors", choices=("strict", "replace"),
                       default="strict",
                       help="a line that is not UTF-8: a malformed row (strict, default), or "
@@ -60,20 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     io_g.add_argument("--errors-file", metavar="PATH",
                       help="where malformed rows are listed (default: OUTPUT's name with "
                            ".errors.jsonl)")
-    v = p.add_argument_group("vectors")
-    v.add_argument("--dimensions", type=positive_int, metavar="N",
-                   help="keep the first N dimensions and renormalize (Matryoshka)")
-    v.add_argument("--precision", default="float32",
-                   choices=("float32", "int8", "uint8", "binary", "ubinary"),
-                   help="output precision (default: %(default)s)")
-    prefix = v.add_mutually_exclusive_group()
-    prefix.add_argument("--query", dest="prompt", action="store_const", const="query",
-                        help="texts are queries: apply the model's query prefix")
-    prefix.add_argument("--document", dest="prompt", action="store_const", const="document",
-                        help="texts are documents: apply the model's document prefix")
+    v, _ = add_vector_options(p, "a malformed row")
     v.add_argument("--no-normalize", action="store_true", help="skip L2 normalization")
-    v.add_argument("--no-truncate", action="store_true",
-                   help="a text over the model's max length is a malformed row, not cut")
     job = p.add_argument_group("job")
     job.add_argument("--resume", action="store_true",
                      help="continue the interrupted job for OUTPUT (starts it if there is none)")

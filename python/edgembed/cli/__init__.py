@@ -1,0 +1,90 @@
+"""The ``embed`` command line.
+
+::
+
+    registry.py  Command, register_command: every subcommand, in-process or imported lazily
+    options.py   what the commands share (model options, argument types, notes on stderr)
+    embed.py     ``embed TEXT …`` / ``embed -i FILE -o FILE`` (files through edgembed.io)
+    models.py    ``embed models | pull | export | info | similarity``
+    here         ``main``: parse, run, and turn errors into ``Name: message`` and exit statuses
+
+Other parts of edgembed add their commands (``embed bundle``, ``embed serve``, ``embed batch``)
+through the registry, without touching these files.
+
+Errors that edgembed raises on purpose, and mistakes such as a missing file, print
+``Name: message`` on stderr and exit 1; usage errors exit 2; nothing prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ..errors import EdgembedError
+from .embed import embed_parser, run_embed
+from .models import COMMANDS
+from .options import Usage, add_model_options, positive_int
+from .registry import Command, commands, register_command
+
+__all__ = ["Command", "add_model_options", "main", "positive_int", "register_command"]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+for _command in COMMANDS:
+    register_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``embed`` with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    found = commands()
+    if args_list and args_list[0] in found:
+        command = found[args_list[0]]
+        parser = argparse.ArgumentParser(
+            prog=f"embed {command.name}", description=command.description or command.help,
+            epilog=("examples:\n" + command.examples) if command.examples else None,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.add_arguments(parser)
+        run = command.run
+        rest = args_list[1:]
+    else:
+        parser = embed_parser(found)
+        run = run_embed
+        rest = args_list
+    try:
+        args = parser.parse_args(rest)
+        try:
+            return run(args)
+        except Usage as exc:
+            parser.error(str(exc))
+    except SystemExit as exc:  # --help, --version and usage errors: argparse's own exit
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except (EdgembedError, ImportError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError):
+            _silence_stdout()
+            return EXIT_BROKEN_PIPE
+        print(f"{type(exc).__name__}: {_message(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_ERROR  # pragma: no cover - parser.error exits
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe (``embed … | head``), keep Python from complaining at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

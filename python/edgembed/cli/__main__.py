@@ -1,0 +1,7 @@
+"""``python -m edgembed.cli``: the ``embed`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
