@@ -364,9 +364,9 @@ def test_offsets_and_pairs(
             for e in hf_tokenizer.encode_batch(sample)]
     assert_same(sample, got, want)  # type: ignore[arg-type]
     pairs = list(zip(sample[:3000], sample[-3000:], strict=True))
-    got = [c_tokenizer.encode_ex(a, b)[:2] for a, b in pairs]
-    want = [(e.ids, e.type_ids) for e in hf_tokenizer.encode_batch(pairs)]
-    assert_same([f"{a!r} / {b!r}" for a, b in pairs], got, want)  # type: ignore[arg-type]
+    got_pairs = [c_tokenizer.encode_ex(a, b)[:2] for a, b in pairs]
+    want_pairs = [(e.ids, e.type_ids) for e in hf_tokenizer.encode_batch(pairs)]
+    assert_same([f"{a!r} / {b!r}" for a, b in pairs], got_pairs, want_pairs)  # type: ignore[arg-type]
 
 
 def test_truncation_flags(c_tokenizer: CTokenizer, hf_tokenizer: Tokenizer) -> None:
