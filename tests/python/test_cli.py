@@ -29,9 +29,12 @@ def home(model_home: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def embedder(exported_model_dir: Path) -> Embedder:
-    # the CLI's default backend ("auto": the native engine when built, else onnxruntime)
-    return Embedder.load(exported_model_dir, variant="int8", backend="auto")
+def embedder(edgembed_home: Path, exported_model_dir: Path) -> Embedder:
+    # the CLI's default backend ("auto": the native engine when built, else onnxruntime); the
+    # native engine writes its bundle on first use, into the tests' home, not the user's
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EDGEMBED_HOME", str(edgembed_home))
+        return Embedder.load(exported_model_dir, variant="int8", backend="auto")
 
 
 def run(
