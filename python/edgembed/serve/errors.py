@@ -19,33 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import (
-    AuthenticationFailed,
-    BackendUnavailable,
-    BatcherClosed,
-    BatcherError,
-    BundleError,
-    CheckpointCorrupt,
-    CheckpointMismatch,
-    ChecksumMismatch,
-    DeadlineExceeded,
-    EdgembedError,
-    EngineError,
-    InputError,
-    InputTooLong,
-    InvalidJSON,
-    InvalidModelDir,
-    JobConflict,
-    JobError,
-    JobLocked,
-    LimitExceeded,
-    ModelError,
-    ModelNotFound,
-    NotJSON,
-    Overloaded,
-    SourceUnavailable,
-    UnsupportedArchitecture,
-)
+from .. import errors as core
+from ..errors import AuthenticationFailed, EdgembedError, InvalidJSON, LimitExceeded, NotJSON
 
 __all__ = [
     "ERRORS",
@@ -88,29 +63,29 @@ def _server(status: int, code: str, tei: str = "backend") -> HttpError:
 # along the exception's MRO, so a subclass defined elsewhere gets its nearest ancestor's row.
 ERRORS: dict[type[EdgembedError], HttpError] = {
     EdgembedError: _server(500, "internal_error"),
-    ModelError: _server(500, "model_error"),
-    ModelNotFound: _client(404, "model_not_found"),
-    SourceUnavailable: _server(503, "source_unavailable", "unhealthy"),
-    InvalidModelDir: _server(500, "invalid_model_dir"),
-    ChecksumMismatch: _server(500, "checksum_mismatch"),
-    UnsupportedArchitecture: _server(500, "unsupported_architecture"),
-    BackendUnavailable: _server(503, "backend_unavailable", "unhealthy"),
-    InputError: _client(422, "invalid_input"),
-    InputTooLong: _client(413, "input_too_long"),
+    core.ModelError: _server(500, "model_error"),
+    core.ModelNotFound: _client(404, "model_not_found"),
+    core.SourceUnavailable: _server(503, "source_unavailable", "unhealthy"),
+    core.InvalidModelDir: _server(500, "invalid_model_dir"),
+    core.ChecksumMismatch: _server(500, "checksum_mismatch"),
+    core.UnsupportedArchitecture: _server(500, "unsupported_architecture"),
+    core.BackendUnavailable: _server(503, "backend_unavailable", "unhealthy"),
+    core.InputError: _client(422, "invalid_input"),
+    core.InputTooLong: _client(413, "input_too_long"),
     LimitExceeded: _client(413, "limit_exceeded"),
     InvalidJSON: _client(400, "invalid_json"),
     NotJSON: _client(415, "unsupported_media_type"),
-    BundleError: _server(500, "bundle_error"),
-    EngineError: _server(500, "engine_error"),
-    BatcherError: _server(503, "batcher_error"),
-    Overloaded: HttpError(429, "rate_limit_error", "overloaded", "overloaded"),
-    DeadlineExceeded: HttpError(504, "timeout_error", "deadline_exceeded", "backend"),
-    BatcherClosed: _server(503, "shutting_down", "unhealthy"),
-    JobError: _client(409, "job_error"),
-    CheckpointMismatch: _client(409, "checkpoint_mismatch"),
-    CheckpointCorrupt: _server(500, "checkpoint_corrupt"),
-    JobLocked: _client(409, "job_locked"),
-    JobConflict: _client(409, "conflict"),
+    core.BundleError: _server(500, "bundle_error"),
+    core.EngineError: _server(500, "engine_error"),
+    core.BatcherError: _server(503, "batcher_error"),
+    core.Overloaded: HttpError(429, "rate_limit_error", "overloaded", "overloaded"),
+    core.DeadlineExceeded: HttpError(504, "timeout_error", "deadline_exceeded", "backend"),
+    core.BatcherClosed: _server(503, "shutting_down", "unhealthy"),
+    core.JobError: _client(409, "job_error"),
+    core.CheckpointMismatch: _client(409, "checkpoint_mismatch"),
+    core.CheckpointCorrupt: _server(500, "checkpoint_corrupt"),
+    core.JobLocked: _client(409, "job_locked"),
+    core.JobConflict: _client(409, "conflict"),
     AuthenticationFailed: _client(401, "invalid_api_key", "unauthorized"),
 }
 
@@ -156,10 +131,10 @@ def error_body(
 
 def retry_after(exc: BaseException) -> str | None:
     """The ``Retry-After`` value (whole seconds, at least 1) for errors worth retrying."""
-    if isinstance(exc, Overloaded):
+    if isinstance(exc, core.Overloaded):
         seconds = exc.retry_after if math.isfinite(exc.retry_after) else 60.0
         return str(min(max(1, math.ceil(seconds)), 3600))
-    if isinstance(exc, BatcherClosed):
+    if isinstance(exc, core.BatcherClosed):
         return "1"
     return None
 
