@@ -496,8 +496,6 @@ def _read_encoder(path: Path) -> tuple[EncoderConfig, tuple[str, ...], _Fields]:
             f"{path}: hidden size {enc.hidden_size} is not a multiple of the "
             f"{enc.num_heads} attention heads"
         )
-    if enc.max_positions < 2:
-        raise InvalidModelDir(f"{path}: the model has {enc.max_positions} usable positions")
     return enc, tuple(archs), f
 
 

@@ -772,3 +772,160 @@ def test_source_copy_keeps_every_described_file(tmp_path: Path, fresh_home: Path
     assert pulled.spec.dim == 6 and pulled.spec.query_prefix == "q: "
     shutil.rmtree(root)
     assert read_model_dir(pulled.source_dir).dense[0].out_features == 6
+
+
+# --- the remaining refusals, one branch each ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("family", "change", "match"), [
+    ("bert", {"vocab_size": 0}, "'vocab_size' should be at least 1, not 0"),
+    ("bert", {"hidden_act": 3}, "'hidden_act' should be a string, not 3"),
+    ("modernbert", {"rope_parameters": [1]}, "'rope_parameters' should be an object"),
+    ("modernbert", {"rope_parameters": {"full_attention": 1}},
+     r"'rope_parameters\.full_attention' should be an object"),
+    ("modernbert", {"rope_parameters": {"full_attention": {"rope_theta": -1},
+                                        "sliding_attention": {"rope_theta": 1.0}}},
+     r"'rope_parameters\.full_attention\.rope_theta' is -1"),
+])
+def test_more_config_refusals(tmp_path: Path, family: str, change: dict[str, Any],
+                              match: str) -> None:
+    root = make_model(tmp_path, family)
+    (root / "config.json").write_text(json.dumps({**BASE_CONFIG[family], **change}))
+    with pytest.raises(InvalidModelDir, match=match):
+        read_model_dir(root)
+
+
+def test_sentence_transformers_files_refused(tmp_path: Path) -> None:
+    odd = {"modality_config": {"image": {"method": "forward"}}}
+    with pytest.raises(UnsupportedArchitecture, match="'modality_config' is"):
+        read_model_dir(make_model(tmp_path / "a", sentence_bert=odd))
+    with pytest.raises(UnsupportedArchitecture, match="'model_type' is 'MultiVectorEncoder'"):
+        read_model_dir(make_model(tmp_path / "b", st_config={"model_type": "MultiVectorEncoder"}))
+    root = make_model(tmp_path / "c")
+    entries = json.loads((root / "modules.json").read_text())
+    entries[0]["path"] = "0_Transformer"
+    (root / "modules.json").write_text(json.dumps(entries))
+    with pytest.raises(UnsupportedArchitecture, match="the Transformer module lives in "
+                                                      "'0_Transformer'"):
+        read_model_dir(root)
+    root = make_model(tmp_path / "d")
+    (root / "2_Normalize").mkdir()
+    (root / "2_Normalize" / "config.json").write_text(json.dumps(
+        {"module_input_name": "token_embeddings"}))
+    with pytest.raises(UnsupportedArchitecture, match="'module_input_name' is 'token_emb"):
+        read_model_dir(root)
+    (root / "2_Normalize" / "config.json").write_text(json.dumps({}))
+    assert "2_Normalize/config.json" in read_model_dir(root).files
+    root = make_model(tmp_path / "e", modules=["Transformer", "Pooling", "Dense"],
+                      dense=[{"_torch_only": True}])
+    (root / "2_Dense" / "pytorch_model.bin").unlink()
+    with pytest.raises(InvalidModelDir, match=r"2_Dense/model\.safetensors is missing"):
+        read_model_dir(root)
+    lengthless = make_model(tmp_path / "f", sentence_bert={"max_seq_length": 1})
+    with pytest.raises(InvalidModelDir, match="should be at least 2"):
+        read_model_dir(lengthless)
+
+
+def test_tokenizer_json_without_a_model(tmp_path: Path) -> None:
+    with pytest.raises(InvalidModelDir, match="field 'model' is missing"):
+        read_model_dir(make_model(tmp_path / "a", tokenizer={"version": "1.0"}))
+    broken = tokenizer_json()
+    broken["model"]["vocab"] = None
+    with pytest.raises(InvalidModelDir, match=r"field 'model\.vocab' is missing"):
+        read_model_dir(make_model(tmp_path / "b", tokenizer=broken))
+
+
+def _splade(root: Path, pooling: dict[str, Any],
+            kinds: tuple[str, ...] = ("MLMTransformer", "SpladePooling")) -> Path:
+    (root / "2_SpladePooling").mkdir(exist_ok=True)
+    (root / "2_SpladePooling" / "config.json").write_text(json.dumps(pooling))
+    (root / "modules.json").write_text(json.dumps([
+        {"idx": i, "name": str(i), "path": "" if k != "SpladePooling" else "2_SpladePooling",
+         "type": f"sentence_transformers.sparse_encoder.models.{k}"} for i, k in enumerate(kinds)]))
+    return root
+
+
+def test_sparse_and_rerank_refusals(tmp_path: Path) -> None:
+    root = _splade(make_model(tmp_path / "a", modules=None), {"pooling_strategy": "mean"})
+    with pytest.raises(UnsupportedArchitecture, match="SPLADE pooling 'mean'"):
+        read_model_dir(root)
+    root = _splade(make_model(tmp_path / "b", modules=None), {},
+                   kinds=("MLMTransformer", "SpladePooling", "Normalize"))
+    with pytest.raises(UnsupportedArchitecture, match="sparse encoder modules"):
+        read_model_dir(root)
+    cls = {"architectures": ["BertForSequenceClassification"]}
+    for change, match in [({"id2label": [1]}, "'id2label' should be an object"),
+                          ({"id2label": {"a": "x"}}, "'id2label' keys should be integers"),
+                          ({"sentence_transformers": {"activation_fn": "my.Fn"}},
+                           "'sentence_transformers.activation_fn' is 'my.Fn'")]:
+        root = make_model(tmp_path / f"c{len(match)}", modules=None, config={**cls, **change})
+        with pytest.raises(InvalidModelDir if "id2label" in match else UnsupportedArchitecture,
+                           match=match):
+            read_model_dir(root)
+    root = make_model(tmp_path / "d", "modernbert", modules=None, config={
+        "architectures": ["ModernBertForSequenceClassification"], "classifier_pooling": "max"})
+    with pytest.raises(UnsupportedArchitecture, match="'classifier_pooling' is 'max'"):
+        read_model_dir(root)
+
+
+@pytest.mark.parametrize(("family", "arch", "pooling", "act", "score"), [
+    ("modernbert", "ModernBertForSequenceClassification", "mean", Activation.GELU,
+     Activation.IDENTITY),
+    ("distilbert", "DistilBertForSequenceClassification", "cls", Activation.RELU,
+     Activation.SIGMOID),
+])
+def test_rerank_heads_by_family(tmp_path: Path, family: str, arch: str, pooling: str,
+                                act: Activation, score: Activation) -> None:
+    extra: dict[str, Any] = {"architectures": [arch], "classifier_pooling": "mean"}
+    if score is Activation.SIGMOID:
+        extra |= {"num_labels": 1, "sentence_transformers": {
+            "activation_fn": "torch.nn.modules.activation.Sigmoid"}}
+    d = read_model_dir(make_model(tmp_path, family, modules=None, config=extra))
+    assert (d.task, d.head.pooling, d.head.activation, d.head.score_activation) == (
+        Task.RERANK, pooling, act, score)
+
+
+def test_checkpoint_contradictions(tmp_path: Path) -> None:
+    def twice(w: dict[str, np.ndarray]) -> None:
+        w["bert.embeddings.word_embeddings.weight"] = w["embeddings.word_embeddings.weight"]
+
+    with pytest.raises(InvalidModelDir, match=r"both map to embeddings\.word"):
+        load_weights(read_model_dir(make_model(tmp_path / "a", weights=twice)))
+
+    def narrow(w: dict[str, np.ndarray]) -> None:
+        w["layers.1.attn.Wqkv.weight"] = w["layers.1.attn.Wqkv.weight"][:2 * C]
+
+    with pytest.raises(InvalidModelDir, match=r"layer 1's Wqkv\.weight has shape \(16, 8\)"):
+        load_weights(read_model_dir(make_model(tmp_path / "b", "modernbert", weights=narrow)))
+
+
+def test_safetensors_header_errors(tmp_path: Path) -> None:
+    path = tmp_path / "x.safetensors"
+    for header, match in [([1, 2], "header is not an object"),
+                          ({"a": {"dtype": "F8_E4M3", "shape": [1], "data_offsets": [0, 1]}},
+                           "tensor 'a' has a bad or unsupported entry")]:
+        raw = json.dumps(header).encode()
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0")
+        with pytest.raises(InvalidModelDir, match=match):
+            read_safetensors(path)
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert", "modernbert"])
+def test_unplaceable_tensor_in_every_family(tmp_path: Path, family: str) -> None:
+    def extra(w: dict[str, np.ndarray]) -> None:
+        w["adapter.weight"] = np.zeros(2, np.float32)
+
+    with pytest.raises(UnsupportedArchitecture, match=f"'adapter.weight' is not part of a "
+                                                      f"{family} encoder"):
+        load_weights(read_model_dir(make_model(tmp_path, family, weights=extra)))
+
+
+def test_missing_module_config_and_a_one_token_limit(tmp_path: Path) -> None:
+    root = make_model(tmp_path / "a")
+    (root / "1_Pooling" / "config.json").unlink()
+    with pytest.raises(InvalidModelDir, match=r"1_Pooling/config\.json is missing"):
+        read_model_dir(root)
+    root = make_model(tmp_path / "b", sentence_bert=False)
+    (root / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 1}))
+    with pytest.raises(InvalidModelDir, match="max_seq_length 1 leaves no room for text"):
+        read_model_dir(root)
