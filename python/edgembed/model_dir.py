@@ -934,8 +934,8 @@ def _read_head(f: _Fields, enc: EncoderConfig, archs: tuple[str, ...], source: P
 def read_model_dir(path: str | Path, name: str | None = None) -> ModelDescription:
     """Describe the model in directory ``path`` (see the module docstring for its files).
 
-    ``name`` defaults to the directory's name, lower-cased. Reads only small files (the
-    weights' header, not their data): cheap enough to call on every load.
+    ``name`` defaults to the directory's name, lower-cased. Reads the JSON files (tokenizer.json
+    included), never the weights: ``load_weights`` does that.
     """
     source = Path(path).expanduser()
     if not source.is_dir():
