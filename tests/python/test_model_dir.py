@@ -854,10 +854,12 @@ def test_sparse_and_rerank_refusals(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedArchitecture, match="sparse encoder modules"):
         read_model_dir(root)
     cls = {"architectures": ["BertForSequenceClassification"]}
-    for change, match in [({"id2label": [1]}, "'id2label' should be an object"),
-                          ({"id2label": {"a": "x"}}, "'id2label' keys should be integers"),
-                          ({"sentence_transformers": {"activation_fn": "my.Fn"}},
-                           "'sentence_transformers.activation_fn' is 'my.Fn'")]:
+    changes: list[tuple[dict[str, Any], str]] = [
+        ({"id2label": [1]}, "'id2label' should be an object"),
+        ({"id2label": {"a": "x"}}, "'id2label' keys should be integers"),
+        ({"sentence_transformers": {"activation_fn": "my.Fn"}},
+         "'sentence_transformers.activation_fn' is 'my.Fn'")]
+    for change, match in changes:
         root = make_model(tmp_path / f"c{len(match)}", modules=None, config={**cls, **change})
         with pytest.raises(InvalidModelDir if "id2label" in match else UnsupportedArchitecture,
                            match=match):
