@@ -17,7 +17,8 @@ this drawing)::
     │   ├── InputTooLong            a text exceeds max_length with truncate=False         413
     │   ├── LimitExceeded           a request over a server limit (inputs, characters)    413
     │   ├── InvalidJSON             a request body that is not JSON                       400
-    │   └── NotJSON                 a request body not declared as JSON (Content-Type)    415
+    │   ├── NotJSON                 a request body not declared as JSON (Content-Type)    415
+    │   └── NotAllowed              a URL outside the operator's allow-lists              403
     ├── BundleError                 an engine bundle is corrupt, truncated or too new     500
     ├── EngineError                 the C engine returned an error status                 500
     ├── BatcherError                a request could not be served by the adaptive batcher 503
@@ -29,6 +30,9 @@ this drawing)::
     │   ├── CheckpointCorrupt       a work directory's files are damaged or too new       500
     │   ├── JobLocked               another process is running the same job               409
     │   └── JobConflict             cancel a finished batch, delete a file one still reads 409
+    ├── StorageError                an object store failed a read or write (unreachable)  502
+    │   ├── StorageDenied           the store refused the credentials or the access       403
+    │   └── StorageNotFound         no such object or bucket                              404
     └── AuthenticationFailed        no API key, or not a known one                        401
 
 Each message says what to do next.
@@ -58,9 +62,13 @@ __all__ = [
     "LimitExceeded",
     "ModelError",
     "ModelNotFound",
+    "NotAllowed",
     "NotJSON",
     "Overloaded",
     "SourceUnavailable",
+    "StorageDenied",
+    "StorageError",
+    "StorageNotFound",
     "UnsupportedArchitecture",
 ]
 
@@ -123,6 +131,11 @@ class NotJSON(InputError):
     CORS preflight."""
 
 
+class NotAllowed(InputError):
+    """A storage or webhook URL outside what the server's operator allows (``--allow-storage``,
+    ``--allow-webhook``), or a feature this API key has not been given (a webhook secret)."""
+
+
 class BundleError(EdgembedError):
     """An engine bundle is corrupt, truncated, hostile or of an unsupported version."""
 
@@ -170,6 +183,19 @@ class JobLocked(JobError):
 class JobConflict(JobError):
     """The request conflicts with a batch's state (cancel a finished batch, delete a file a
     running batch reads)."""
+
+
+class StorageError(EdgembedError):
+    """An object store (S3, GCS, Azure through fsspec) could not be read or written: unreachable,
+    or an error of its own. Messages never hold a credential."""
+
+
+class StorageDenied(StorageError):
+    """The object store refused the credentials (unknown key, bad signature) or the access."""
+
+
+class StorageNotFound(StorageError):
+    """No object, or no bucket, at the URL."""
 
 
 class AuthenticationFailed(EdgembedError):

@@ -17,8 +17,11 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+from ..errors import EdgembedError, StorageDenied, StorageError, StorageNotFound
 
 __all__ = [
     "FSSPEC_HINT",
@@ -29,7 +32,10 @@ __all__ = [
     "is_url",
     "new_file_mode",
     "output_target",
+    "redact",
+    "remember_secrets",
     "same_file",
+    "storage_error",
     "sync_dir",
     "truncate_durably",
     "write_durably",
@@ -54,15 +60,27 @@ def _fsspec(url: str) -> Any:
 
 
 class Location:
-    """One file, local or remote, with the few operations reading and writing it needs."""
+    """One file, local or remote, with the few operations reading and writing it needs.
 
-    def __init__(self, path: str) -> None:
+    ``options``: fsspec storage options for a URL (credentials, ``endpoint_url``: the server
+    passes an API key's own); their secret values are never shown (``redact``). A remote
+    operation that fails raises StorageDenied (credentials or access refused), StorageNotFound
+    or StorageError, each one line saying what to check (``hint``: which credentials; by
+    default the environment's for the protocol).
+    """
+
+    def __init__(self, path: str, *, options: Mapping[str, Any] | None = None,
+                 hint: str | None = None) -> None:
         self.text = path
         self.remote = is_url(path)
         self._fs: Any = None
         self._path = path
+        self._hint = hint
         if self.remote:
-            fs, inner = _fsspec(path).core.url_to_fs(path)
+            if options:
+                remember_secrets(options)
+            with self._errors("open"):
+                fs, inner = _fsspec(path).core.url_to_fs(path, **dict(options or {}))
             self._fs, self._path = fs, inner
         else:
             self._path = os.path.abspath(os.path.expanduser(path))
@@ -84,12 +102,14 @@ class Location:
 
     def exists(self) -> bool:
         if self.remote:
-            return bool(self._fs.exists(self._path))
+            with self._errors("read"):
+                return bool(self._fs.exists(self._path))
         return os.path.exists(self._path)
 
     def is_dir(self) -> bool:
         if self.remote:
-            return bool(self._fs.isdir(self._path))
+            with self._errors("read"):
+                return bool(self._fs.isdir(self._path))
         return os.path.isdir(self._path)
 
     def size(self) -> int | None:
@@ -101,34 +121,35 @@ class Location:
             return None
 
     def open_read(self) -> IO[bytes]:
-        """A binary file object; raises FileNotFoundError naming the path."""
+        """A binary file object; raises FileNotFoundError (StorageNotFound for a URL) naming
+        the path."""
         if self.remote:
-            if not self._fs.exists(self._path):
-                raise FileNotFoundError(2, "No such file or directory", self.text)
-            handle: IO[bytes] = self._fs.open(self._path, "rb")
+            with self._errors("read"):
+                self._fs.invalidate_cache()
+                info = self._fs.info(self._path)
+                if info.get("type") == "directory":
+                    raise IsADirectoryError(21, "is a folder, not an input object", self.text)
+                handle: IO[bytes] = self._fs.open(self._path, "rb")
             return handle
         if os.path.isdir(self._path):
             raise IsADirectoryError(21, "is a directory, not an input file", self.text)
         return open(self._path, "rb")
 
     def check_writable(self) -> None:
-        """Raise OSError now if the file cannot be written later (before any work is done).
+        """Raise OSError (StorageError for a URL) now if the file cannot be written later,
+        before any work is done.
 
         Locally: the folder must exist and accept a new file (one is created and removed).
         Remotely: a small probe object is written beside the target and removed.
         """
+        if self.remote:
+            with self._errors("write"):
+                if self._fs.isdir(self._path):
+                    raise IsADirectoryError(21, "is a folder; give an object name", self.text)
+            self.probe(f"{self._path}.probe-{secrets.token_hex(4)}")
+            return
         if self.is_dir():
             raise IsADirectoryError(21, "is a directory; give a file name", self.text)
-        if self.remote:
-            probe = f"{self._path}.probe-{secrets.token_hex(4)}"
-            try:
-                with self._fs.open(probe, "wb") as f:
-                    f.write(b"")
-            except Exception as exc:  # each filesystem raises its own errors
-                raise PermissionError(13, f"cannot write there ({exc})", self.text) from None
-            with contextlib.suppress(Exception):
-                self._fs.rm(probe)
-            return
         target = output_target(self._path)  # a symlink's file is what gets written
         if is_special(target):
             return  # a FIFO or device is written through (VectorWriter)
@@ -145,11 +166,123 @@ class Location:
         if os.path.exists(target) and not os.access(target, os.W_OK):
             raise PermissionError(13, "the file exists and is read-only", self.text)
 
-    def upload(self, local: Path) -> None:
-        """Copy a finished local file to this remote location in one put: on object stores
-        the object appears only once its upload is complete."""
+    def probe(self, inner: str) -> None:
+        """Write an empty object at ``inner`` (a path on this location's filesystem) and
+        remove it: the credentials may write there."""
         assert self.remote
-        self._fs.put_file(str(local), self._path)
+        with self._errors("write"):
+            with self._fs.open(inner, "wb") as f:
+                f.write(b"")
+            with contextlib.suppress(Exception):
+                self._fs.rm(inner)
+
+    def child(self, name: str) -> str:
+        """The inner path of ``name`` under this location (a folder)."""
+        return f"{self._path.rstrip('/')}/{name}"
+
+    def upload(self, local: Path, inner: str | None = None) -> None:
+        """Copy a finished local file to this remote location (or to ``inner`` on its
+        filesystem) in one put: on object stores the object appears only once its upload is
+        complete."""
+        assert self.remote
+        with self._errors("write"):
+            self._fs.put_file(str(local), inner or self._path)
+
+    def download(self, local: Path, limit: int | None = None) -> int:
+        """Copy this remote object into ``local``; returns its size. Over ``limit`` bytes:
+        LimitExceeded, and ``local`` is removed."""
+        assert self.remote
+        from ..errors import LimitExceeded
+
+        size = 0
+        with self.open_read() as src, open(local, "wb") as out, self._errors("read"):
+            while chunk := src.read(1 << 20):
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    break
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if limit is not None and size > limit:
+            local.unlink(missing_ok=True)
+            raise LimitExceeded(f"{self.text} is over the limit of {limit} bytes per batch "
+                                "input (--max-upload-bytes); split it", "input_blob")
+        return size
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """Remote errors as one line each: StorageDenied, StorageNotFound, StorageError."""
+        if not self.remote:
+            yield
+            return
+        try:
+            yield
+        except (EdgembedError, ImportError, IsADirectoryError):
+            raise
+        except Exception as exc:
+            raise storage_error(self.text, doing, exc, self._hint) from None
+
+
+def storage_error(url: str, doing: str, exc: BaseException, hint: str | None = None
+                  ) -> StorageError:
+    """The one-line error for ``exc``, raised by an object store while ``doing`` (read, write,
+    open) ``url``; its text holds no credential."""
+    scheme = url.split("://", 1)[0].lower()
+    reason = redact(_reason(exc))
+    if isinstance(exc, PermissionError):
+        check = hint or _CREDENTIALS.get(scheme, "the credentials for this store")
+        return StorageDenied(f"cannot {doing} {url}: the object store refused the credentials "
+                             f"or the access ({reason}); check {check}, and that they may "
+                             f"{'write' if doing == 'write' else 'read'} there")
+    if isinstance(exc, FileNotFoundError):
+        return StorageNotFound(f"cannot {doing} {url}: no such object or bucket ({reason}); "
+                               "check the URL")
+    return StorageError(f"cannot {doing} {url}: {type(exc).__name__}: {reason}; check that the "
+                        "store is reachable (its endpoint, the network)")
+
+
+_CREDENTIALS = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials) "
+          "and AWS_ENDPOINT_URL_S3 for a store other than AWS",
+    "gs": "GOOGLE_APPLICATION_CREDENTIALS",
+    "gcs": "GOOGLE_APPLICATION_CREDENTIALS",
+    "az": "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or "
+          "AZURE_STORAGE_CONNECTION_STRING)",
+}
+_CREDENTIALS["abfs"] = _CREDENTIALS["abfss"] = _CREDENTIALS["az"]
+
+
+def _reason(exc: BaseException) -> str:
+    text = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).strip()
+    text = " ".join(text.split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+# --- secrets never shown --------------------------------------------------------------------------
+
+_SECRET_NAME = re.compile(r"key|secret|token|password|credential|sas|connection", re.I)
+_SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_ACCOUNT_KEY",
+               "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN")
+_secrets: set[str] = set()
+
+
+def remember_secrets(options: Mapping[str, Any]) -> None:
+    """Remember the secret values of storage options (any option whose name says key, secret,
+    token, password, credential, sas or connection, nested dicts included), for ``redact``."""
+    for name, value in options.items():
+        if isinstance(value, Mapping):
+            remember_secrets(value)
+        elif isinstance(value, str) and len(value) >= 4 and _SECRET_NAME.search(str(name)):
+            _secrets.add(value)
+
+
+def redact(text: str) -> str:
+    """``text`` with every remembered secret (and the environment's storage secrets) replaced
+    by ``***``."""
+    known = _secrets | {v for n in _SECRET_ENV if len(v := os.environ.get(n, "")) >= 4}
+    for secret in sorted(known, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 # --- local output paths ------------------------------------------------------------------------

@@ -11,12 +11,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..cli.options import add_format_options, add_model_options, add_vector_options, positive_int
 from ..cli.registry import Command
-from ..errors import JobError
+from ..errors import InputError, JobError
 from .runner import run_batch
 from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
+from .webhooks import RETRIES_ENV, SECRET_ENV
 
 __all__ = ["COMMAND", "add_arguments", "main", "run"]
 
@@ -66,6 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "OUTPUT; under the edgembed cache for a URL)")
     job.add_argument("--json", action="store_true",
                      help="print a JSON summary on stdout when done")
+    job.add_argument("--notify", metavar="URL",
+                     help="when the job ends, POST a signed batch.completed, batch.failed or "
+                          "batch.cancelled event to URL (Standard Webhooks; retried 3 times)")
+    job.add_argument("--notify-secret-file", metavar="PATH",
+                     help=f"the signing secret (whsec_…) for --notify (default: ${SECRET_ENV})")
     eng = p.add_argument_group("engine")
     eng.add_argument("--engine", choices=ENGINES, default="local",
                      help="local: this process; ray: Ray Data with an actor pool, parquet in "
@@ -101,6 +108,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"embed: {message}", file=sys.stderr, flush=True)
 
     spec = _spec(args)
+    hook = _Notifier.from_args(args, say) if getattr(args, "notify", None) else None
+    try:
+        result = _run(args, spec, say)
+    except KeyboardInterrupt:
+        if hook is not None:
+            hook.send("batch.cancelled", {"reason": "interrupted; continue with --resume"})
+        raise
+    except BaseException as exc:
+        if hook is not None:
+            hook.send("batch.failed", {"error": f"{type(exc).__name__}: {exc}"})
+        raise
+    if hook is not None:
+        hook.send("batch.completed", {
+            "errors_file": result.errors_file, "rows": result.rows,
+            "embedded": result.embedded, "errors": result.errors})
+    return 0
+
+
+def _run(args: argparse.Namespace, spec: BatchSpec, say: Any) -> Any:
     try:
         result = run_batch(spec, say=say, show_progress=not args.quiet and sys.stderr.isatty())
     except KeyboardInterrupt:  # said even with --quiet: the way back matters
@@ -125,7 +151,61 @@ def run(args: argparse.Namespace) -> int:
                           "computed_rows": result.computed_rows,
                           "seconds": round(result.seconds, 3),
                           "texts_per_second": round(result.texts_per_second, 1)}))
-    return 0
+    return result
+
+
+class _Notifier:
+    """``--notify``: one signed event when the job ends (``edgembed.jobs.webhooks``)."""
+
+    def __init__(self, url: str, key: bytes, job_id: str, output: str, say: Any) -> None:
+        self.url, self.key, self.job_id, self.output, self.say = url, key, job_id, output, say
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, say: Any) -> _Notifier:
+        """Checked before the job starts: a bad URL or a missing secret stops it at once."""
+        import hashlib
+        import os
+        from pathlib import Path
+
+        from ..io.storage import Location
+        from ..io.urls import normalize_webhook_url
+        from .webhooks import parse_secret
+
+        url = normalize_webhook_url(args.notify)
+        if args.notify_secret_file:
+            try:
+                secret = Path(args.notify_secret_file).expanduser().read_text("utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+                raise InputError(f"cannot read --notify-secret-file {args.notify_secret_file}: "
+                                 f"{why}") from None
+        else:
+            secret = os.environ.get(SECRET_ENV, "")
+            if not secret:
+                raise InputError(f"--notify signs its event: give the secret with "
+                                 f"--notify-secret-file PATH or ${SECRET_ENV}")
+        key = parse_secret(secret, "the --notify secret")
+        output = Location(args.output).identity
+        job_id = "job_" + hashlib.sha256(output.encode()).hexdigest()[:24]
+        return cls(url, key, job_id, output, say)
+
+    def send(self, event_type: str, data: dict[str, Any]) -> None:
+        """Deliver the event, retrying in the foreground; a failure is said, never raised (the
+        job's own outcome stands)."""
+        import os
+
+        from .webhooks import event_body, notify, parse_schedule
+
+        retries = os.environ.get(RETRIES_ENV)
+        schedule = parse_schedule(retries) if retries else (1.0, 5.0, 30.0)
+        _, body = event_body(event_type, self.job_id, data={"output": self.output, **data})
+        attempt, n = notify(self.url, body, self.key, schedule=schedule)
+        if attempt.delivered:
+            self.say(f"notified {self.url} ({event_type})")
+        else:
+            print(f"embed: warning: could not notify {self.url} of {event_type} after {n} "
+                  f"attempt{'s' if n > 1 else ''} ({attempt.error})", file=sys.stderr,
+                  flush=True)
 
 
 COMMAND = Command("batch", HELP, add_arguments, run, description=DESCRIPTION, examples=EXAMPLES)

@@ -9,6 +9,12 @@
                                      they become the batch's output and error files as they are
     JOBS_DIR/uploads/                uploads in progress (removed at start)
 
+A batch may read its input from an object store (``input_blob``: copied into ``files/`` when
+the batch is created) and publish its result files to one (``output_folder``), and may carry a
+webhook URL. When it ends, the same transaction that records its final status queues its
+webhook event (``webhook_*`` columns: the event's body, fixed then, and its delivery state), so
+a restart never loses a delivery; ``WebhookSender`` (``webhooks.py``) sends what is due.
+
 A batch's progress is ``next_line`` (requests answered) with the byte lengths its two result
 files had at that moment, committed in one transaction after the lines are on disk. After a
 crash the worker cuts the files back to those lengths and continues at ``next_line``: a request
@@ -81,10 +87,29 @@ CREATE TABLE IF NOT EXISTS batches (
     error_bytes INTEGER NOT NULL DEFAULT 0,
     metadata TEXT,
     errors TEXT
+    -- and the columns of _ADDED, which databases of earlier versions gain at start
 );
 CREATE INDEX IF NOT EXISTS batches_owner ON batches (owner, seq);
 CREATE INDEX IF NOT EXISTS batches_status ON batches (status, seq);
 """
+# Columns added after the first version (ALTER TABLE at start where missing), in order.
+_ADDED = (
+    ("input_blob", "TEXT"),  # the object the input was copied from
+    ("output_folder", "TEXT"),  # where the result files are published when the batch ends
+    ("output_blob", "TEXT"),
+    ("error_blob", "TEXT"),
+    ("webhook_url", "TEXT"),
+    ("webhook_id", "TEXT"),  # the webhook-id header: the same on every attempt
+    ("webhook_event", "TEXT"),  # the body, fixed when queued: every attempt signs these bytes
+    ("webhook_status", "TEXT"),  # NULL until the batch ends; pending, delivered, gave_up
+    ("webhook_attempts", "INTEGER NOT NULL DEFAULT 0"),
+    ("webhook_next_at", "REAL"),
+    ("webhook_last_at", "INTEGER"),
+    ("webhook_last_error", "TEXT"),
+    ("webhook_delivered_at", "INTEGER"),
+)
+WEBHOOK_EVENTS = {"completed": "batch.completed", "failed": "batch.failed",
+                  "cancelled": "batch.cancelled", "expired": "batch.expired"}
 
 
 @dataclass(frozen=True)
@@ -136,9 +161,23 @@ class BatchRecord:
     error_bytes: int
     metadata: str | None
     errors: str | None
+    input_blob: str | None
+    output_folder: str | None
+    output_blob: str | None
+    error_blob: str | None
+    webhook_url: str | None
+    webhook_id: str | None
+    webhook_event: str | None
+    webhook_status: str | None
+    webhook_attempts: int
+    webhook_next_at: float | None
+    webhook_last_at: int | None
+    webhook_last_error: str | None
+    webhook_delivered_at: int | None
 
     def to_api(self) -> dict[str, Any]:
-        """The OpenAI ``batch`` object."""
+        """The OpenAI ``batch`` object, with edgembed's object-store and webhook fields
+        (``input_blob``, ``output_folder``, ``output_blob``, ``error_blob``, ``webhook``)."""
         return {
             "id": self.id, "object": "batch", "endpoint": self.endpoint,
             "errors": json.loads(self.errors) if self.errors else None,
@@ -157,7 +196,25 @@ class BatchRecord:
                       "total_tokens": self.tokens,
                       "input_tokens_details": {"cached_tokens": 0},
                       "output_tokens_details": {"reasoning_tokens": 0}},
+            "input_blob": self.input_blob,
+            "output_folder": {"url": self.output_folder} if self.output_folder else None,
+            "output_blob": self.output_blob,
+            "error_blob": self.error_blob,
+            "webhook": self._webhook(),
         }
+
+    def _webhook(self) -> dict[str, Any] | None:
+        """The webhook's delivery: ``waiting`` (the batch has not ended), ``pending``,
+        ``delivered`` or ``gave_up``."""
+        if not self.webhook_url:
+            return None
+        event = json.loads(self.webhook_event) if self.webhook_event else None
+        return {"url": self.webhook_url, "status": self.webhook_status or "waiting",
+                "event_id": event["id"] if event else None,
+                "event_type": event["type"] if event else None,
+                "webhook_id": self.webhook_id, "attempts": self.webhook_attempts,
+                "last_attempt_at": self.webhook_last_at, "last_error": self.webhook_last_error,
+                "delivered_at": self.webhook_delivered_at}
 
 
 _FILE_COLUMNS = ", ".join(f.name for f in fields(FileRecord))
@@ -212,6 +269,10 @@ def _open_database(path: Path) -> sqlite3.Connection:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.executescript(_SCHEMA)
+            have = {str(r[1]) for r in db.execute("PRAGMA table_info(batches)").fetchall()}
+            for name, kind in _ADDED:
+                if name not in have:  # a database of an earlier version
+                    db.execute(f"ALTER TABLE batches ADD COLUMN {name} {kind}")
         except BaseException:
             db.close()
             raise
@@ -337,16 +398,22 @@ class JobStore:
         completion_window: str,
         model: str,
         metadata: dict[str, str] | None,
+        *,
+        input_blob: str | None = None,
+        output_folder: str | None = None,
+        webhook_url: str | None = None,
     ) -> BatchRecord:
+        """A new batch; the URLs were checked against the allow-lists by the caller."""
         batch_id = f"batch_{secrets.token_hex(12)}"
         now = _now()
         with self._tx() as db:
             db.execute(
                 "INSERT INTO batches (id, owner, input_file_id, endpoint, completion_window, "
-                "model, status, created_at, expires_at, metadata) VALUES "
-                "(?, ?, ?, ?, ?, ?, 'validating', ?, ?, ?)",
+                "model, status, created_at, expires_at, metadata, input_blob, output_folder, "
+                "webhook_url) VALUES (?, ?, ?, ?, ?, ?, 'validating', ?, ?, ?, ?, ?, ?)",
                 (batch_id, owner, input_file_id, endpoint, completion_window, model, now,
-                 now + COMPLETION_WINDOW_S, json.dumps(metadata) if metadata else None))
+                 now + COMPLETION_WINDOW_S, json.dumps(metadata) if metadata else None,
+                 input_blob, output_folder, webhook_url))
         (self.batch_dir(batch_id)).mkdir(parents=True, exist_ok=True)
         record = self.get_batch(owner, batch_id)
         assert record is not None
@@ -429,10 +496,12 @@ class JobStore:
         with the reasons."""
         body = json.dumps({"object": "list", "data": errors})
         allowed = ACTIVE if any_status else ("validating", "cancelling")
+        now = _now()
+        sets, args = _queue_webhook(batch_id, "failed", now)
         with self._tx() as db:
-            db.execute("UPDATE batches SET status = 'failed', failed_at = ?, errors = ? "
+            db.execute(f"UPDATE batches SET status = 'failed', failed_at = ?, errors = ?, {sets} "
                        f"WHERE id = ? AND status IN ({', '.join('?' * len(allowed))})",
-                       (_now(), body, batch_id, *allowed))
+                       (now, body, *args, batch_id, *allowed))
 
     def advance(
         self,
@@ -459,11 +528,19 @@ class JobStore:
                        "WHERE id = ? AND status = 'in_progress'", (_now(), batch_id))
 
     def finish(
-        self, batch: BatchRecord, status: str, errors: list[dict[str, Any]] | None = None
+        self,
+        batch: BatchRecord,
+        status: str,
+        errors: list[dict[str, Any]] | None = None,
+        *,
+        output_blob: str | None = None,
+        error_blob: str | None = None,
     ) -> None:
         """End a batch as ``status`` (completed, cancelled, expired, or failed with
         ``errors``), turning its result files — what was committed — into files the owner can
-        download. Idempotent: ids are derived from the batch's."""
+        download (``output_blob``, ``error_blob``: where they were published), and queue its
+        webhook event. Idempotent: ids are derived from the batch's, and a webhook is queued
+        once."""
         now = _now()
         stem = batch.id.removeprefix("batch_")
         outputs = {"output_file_id": (f"file-{stem}-output", "output.jsonl", batch.output_bytes,
@@ -484,7 +561,54 @@ class JobStore:
                            "created_at, path) VALUES (?, ?, 'batch_output', ?, ?, ?, ?)",
                            (file_id, batch.owner, f"{batch.id}_{name}", size, now, rel))
                 ids[column] = file_id
+            sets, args = _queue_webhook(batch.id, status, now)
             db.execute(f"UPDATE batches SET status = ?, {stamp} = ?, output_file_id = ?, "
-                       "error_file_id = ?, errors = ? WHERE id = ?",
+                       "error_file_id = ?, errors = ?, output_blob = COALESCE(?, output_blob), "
+                       f"error_blob = COALESCE(?, error_blob), {sets} WHERE id = ?",
                        (status, now, ids["output_file_id"], ids["error_file_id"], reasons,
-                        batch.id))
+                        output_blob, error_blob, *args, batch.id))
+
+    # -- webhooks ----------------------------------------------------------------------------------
+
+    def due_webhooks(self, now: float, limit: int = 16) -> list[BatchRecord]:
+        """Batches whose webhook delivery is pending and due, the earliest first."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_BATCH_COLUMNS} FROM batches WHERE webhook_status = 'pending' AND "
+                "webhook_next_at <= ? ORDER BY webhook_next_at LIMIT ?", (now, limit)).fetchall()
+        return [BatchRecord(*r) for r in rows]
+
+    def next_webhook_at(self) -> float | None:
+        """When the next pending delivery is due (None: none is pending)."""
+        with self._lock:
+            row = self._db.execute("SELECT MIN(webhook_next_at) FROM batches "
+                                   "WHERE webhook_status = 'pending'").fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    def record_webhook(
+        self, batch_id: str, *, delivered: bool, error: str | None, next_at: float | None
+    ) -> None:
+        """One delivery attempt's outcome: delivered, to be retried at ``next_at``, or (no
+        ``next_at``) given up."""
+        now = _now()
+        status = "delivered" if delivered else ("pending" if next_at is not None else "gave_up")
+        with self._tx() as db:
+            db.execute("UPDATE batches SET webhook_status = ?, "
+                       "webhook_attempts = webhook_attempts + 1, webhook_last_at = ?, "
+                       "webhook_last_error = ?, webhook_next_at = ?, "
+                       "webhook_delivered_at = ? WHERE id = ? AND webhook_status = 'pending'",
+                       (status, now, error, next_at, now if delivered else None, batch_id))
+
+
+def _queue_webhook(batch_id: str, status: str, now: int) -> tuple[str, list[Any]]:
+    """SET clauses (and their arguments) that queue the batch's webhook event for ``status``,
+    once, if it has a webhook URL. The clauses read the row as it was before the UPDATE."""
+    event = json.dumps({"object": "event", "id": f"evt_{secrets.token_hex(12)}",
+                        "type": WEBHOOK_EVENTS[status], "created_at": now,
+                        "data": {"id": batch_id}}, separators=(",", ":"))
+    first = "webhook_url IS NOT NULL AND webhook_status IS NULL"
+    sets = (f"webhook_status = CASE WHEN {first} THEN 'pending' ELSE webhook_status END, "
+            f"webhook_id = CASE WHEN {first} THEN ? ELSE webhook_id END, "
+            f"webhook_event = CASE WHEN {first} THEN ? ELSE webhook_event END, "
+            f"webhook_next_at = CASE WHEN {first} THEN ? ELSE webhook_next_at END")
+    return sets, [f"msg_{secrets.token_hex(12)}", event, float(now)]

@@ -29,6 +29,14 @@ What goes wrong stays as small as it can:
   meanwhile (the server's ``/ready`` answers 503 with it);
 - anything else while running a batch: that batch ends as ``failed``, with the results
   committed before published in its output and error files.
+
+When a batch ends, whatever its status, its committed result files are published to its
+``output_folder`` if it has one, as ``{batch_id}_output.jsonl`` and ``{batch_id}_errors.jsonl``,
+with the owner's credentials (``access``; the folder is checked against the allow-lists again,
+which may have changed since the batch was created). A store that refuses them turns
+``completed`` into ``failed`` (an error ``storage_error``), and the files stay downloadable
+from the server. ``ended`` is called after each final status (the store has queued the batch's
+webhook then).
 """
 
 from __future__ import annotations
@@ -45,9 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import BatcherClosed, Overloaded
+from ..errors import BatcherClosed, NotAllowed, Overloaded, StorageError
 from ..io.readers import TooDeep, loads, nonblank_lines, top_level_string
 from ..io.storage import append_durably, truncate_durably
+from .access import AccessPolicy
 from .store import BatchRecord, JobStore
 
 __all__ = ["Answer", "Handler", "JobWorker", "request_lines", "validate_lines"]
@@ -152,9 +161,13 @@ class JobWorker:
         group: int = 32,
         poll_s: float = 1.0,
         turn_s: float = 10.0,
+        access: AccessPolicy | None = None,
+        ended: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.handle = handle
+        self.access = access or AccessPolicy()
+        self.ended = ended
         self.max_requests = max_requests
         self.group = group
         self.poll_s = poll_s
@@ -235,13 +248,53 @@ class JobWorker:
                                   "files"}]
             current = self.store.batch(batch.id)
             if current.status in ("in_progress", "finalizing", "cancelling"):
-                folder = self.store.batch_dir(batch.id)  # publish what was committed only
-                truncate_durably(folder / "output.jsonl", current.output_bytes)
-                truncate_durably(folder / "errors.jsonl", current.error_bytes)
-                self.store.finish(current, "failed", errors)
+                await self._finish(batch.id, "failed", errors)
             else:
                 self.store.fail(batch.id, errors, any_status=True)
+                self._ended()
         return batch.seq
+
+    async def _finish(self, batch_id: str, status: str,
+                      errors: list[dict[str, Any]] | None = None) -> None:
+        """End a batch as ``status`` with what was committed: its result files cut back to
+        their committed lengths, published to its output folder (if any), then recorded."""
+        current = self.store.batch(batch_id)
+        folder = self.store.batch_dir(batch_id)
+        truncate_durably(folder / "output.jsonl", current.output_bytes)
+        truncate_durably(folder / "errors.jsonl", current.error_bytes)
+        blobs: tuple[str | None, str | None] = (None, None)
+        if current.output_folder:
+            try:
+                blobs = await self.publish(current)
+            except (StorageError, NotAllowed) as exc:  # the files stay on the server
+                _log.warning("batch %s: %s", batch_id, exc)
+                before = json.loads(current.errors)["data"] if current.errors else []
+                errors = [*(errors or before), {
+                    "code": "storage_error", "line": None, "param": "output_folder",
+                    "message": f"{exc}; the results are still at /v1/files/{{id}}/content"}]
+                if status == "completed":
+                    status = "failed"
+        self.store.finish(current, status, errors, output_blob=blobs[0], error_blob=blobs[1])
+        self._ended()
+
+    async def publish(self, batch: BatchRecord) -> tuple[str | None, str | None]:
+        """Write a batch's result files to its output folder; returns the objects' URLs."""
+        assert batch.output_folder is not None
+        local = self.store.batch_dir(batch.id)
+        out: list[str | None] = []
+        for name, count in (("output.jsonl", batch.completed), ("errors.jsonl", batch.failed)):
+            if count == 0:  # as finish() gives such a batch no file
+                out.append(None)
+                continue
+            url, target = self.access.storage_location(
+                batch.owner, f"{batch.output_folder}{batch.id}_{name}", what="output_folder")
+            await asyncio.to_thread(target.upload, local / name)
+            out.append(url)
+        return out[0], out[1]
+
+    def _ended(self) -> None:
+        if self.ended is not None:
+            self.ended()
 
     async def _process(self, batch: BatchRecord) -> None:
         if batch.status == "validating":
@@ -251,11 +304,13 @@ class JobWorker:
                                             "param": "input_file_id",
                                             "message": f"input file {batch.input_file_id} "
                                                        "is gone"}])
+                self._ended()
                 return
             total, problems = await asyncio.to_thread(
                 validate_lines, self.store.file_path(record), batch.endpoint, self.max_requests)
             if problems:
                 self.store.fail(batch.id, problems)
+                self._ended()
                 return
             self.store.start(batch.id, total)
             batch = self.store.batch(batch.id)
@@ -263,9 +318,9 @@ class JobWorker:
             await self._run_requests(batch)
             batch = self.store.batch(batch.id)
         if batch.status == "finalizing":
-            self.store.finish(batch, "completed")
+            await self._finish(batch.id, "completed")
         elif batch.status == "cancelling":
-            self.store.finish(batch, "cancelled")
+            await self._finish(batch.id, "cancelled")
 
     async def _run_requests(self, batch: BatchRecord) -> None:
         record = self.store.get_file(batch.owner, batch.input_file_id)
@@ -287,7 +342,7 @@ class JobWorker:
                 if status != "in_progress":
                     return  # cancelling: _process finishes it
                 if time.time() > batch.expires_at:
-                    self.store.finish(self.store.batch(batch.id), "expired")
+                    await self._finish(batch.id, "expired")
                     return
                 group = [raw for _, raw in itertools.islice(lines, self.group)]
                 if not group:

@@ -75,6 +75,7 @@ ERRORS: dict[type[EdgembedError], HttpError] = {
     LimitExceeded: _client(413, "limit_exceeded"),
     InvalidJSON: _client(400, "invalid_json"),
     NotJSON: _client(415, "unsupported_media_type"),
+    core.NotAllowed: _client(403, "not_allowed"),
     core.BundleError: _server(500, "bundle_error"),
     core.EngineError: _server(500, "engine_error"),
     core.BatcherError: _server(503, "batcher_error"),
@@ -86,6 +87,9 @@ ERRORS: dict[type[EdgembedError], HttpError] = {
     core.CheckpointCorrupt: _server(500, "checkpoint_corrupt"),
     core.JobLocked: _client(409, "job_locked"),
     core.JobConflict: _client(409, "conflict"),
+    core.StorageError: _server(502, "storage_error"),
+    core.StorageDenied: _client(403, "storage_denied"),
+    core.StorageNotFound: _client(404, "storage_not_found"),
     AuthenticationFailed: _client(401, "invalid_api_key", "unauthorized"),
 }
 

@@ -3,8 +3,11 @@
 ::
 
     POST /v1/files (purpose=batch) ─► JOBS_DIR/files
+      or input_blob (s3://…, allow-listed) ─► copied into JOBS_DIR/files when the batch is made
     POST /v1/batches ─► store (SQLite) ─► JobWorker ─► AdaptiveBatcher, bulk lane ─► model
                                              └─► output.jsonl, errors.jsonl
+                                                   └─► output_folder (s3://…) when it ends
+                                             └─► webhook event queued ─► WebhookSender ─► POST
     GET /v1/batches/{id} ─► output_file_id ─► GET /v1/files/{id}/content
 
 Enabled by ``embed serve --jobs-dir DIR`` (``install_jobs`` on a created app; the options are
@@ -12,15 +15,17 @@ in ``jobs_settings``, which imports no web framework). Each request line
 of a batch is answered as ``POST /v1/embeddings`` would answer it — same validation, limits and
 vectors — but on the batcher's bulk lane, so batches fill idle capacity and never push
 interactive requests past their latency target. Files and batches belong to the API key that
-created them; another key gets 404 for them. The store and the worker are in ``edgembed.jobs``.
+created them; another key gets 404 for them. The store and the worker are in ``edgembed.jobs``;
+which object-store URLs and webhooks a key may use, and with which credentials and secret, is
+``edgembed.jobs.access``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib.util
 import os
+import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,7 +39,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
 from ..errors import BatcherClosed, EdgembedError, InputError, ModelNotFound, Overloaded
+from ..io.storage import Location
+from ..jobs.access import AccessPolicy, owner_of
 from ..jobs.store import BatchRecord, FileRecord, JobStore
+from ..jobs.webhooks import WebhookSender
 from ..jobs.worker import Answer, JobWorker
 from .app import ServerState
 from .errors import LimitExceeded, error_body, http_error, status_error
@@ -68,7 +76,12 @@ def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None 
         raise ImportError("the job API needs python-multipart to read uploads: "
                           "pip install 'edgembed[serve]'")
     state: ServerState = app.state.edgembed
-    service = JobService(state, store or JobStore(settings.jobs_dir), settings)
+    access = AccessPolicy.build(allow_storage=settings.allow_storage,
+                                allow_webhook=settings.allow_webhook,
+                                key_settings=settings.key_settings,
+                                api_keys=state.settings.api_keys,
+                                webhook_secret=settings.webhook_secret)
+    service = JobService(state, store or JobStore(settings.jobs_dir), settings, access)
     service.install(app)
     state.checks.append(lambda: service.worker.problem)
     inner = app.router.lifespan_context
@@ -76,11 +89,11 @@ def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as value:
-            service.worker.start()
+            service.start()
             try:
                 yield value
             finally:
-                await service.worker.stop()
+                await service.stop()
                 service.store.close()
 
     app.router.lifespan_context = lifespan
@@ -88,27 +101,80 @@ def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None 
     return service
 
 
+class Folder(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    url: str = Field(max_length=2048, description="An object-store folder, like "
+                                                  "`s3://bucket/results/`.")
+
+
+class Hook(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    url: str = Field(max_length=2048, description="An http(s) URL under one of the server's "
+                                                  "`--allow-webhook` prefixes.")
+
+
 class BatchCreate(BaseModel):
-    """``POST /v1/batches``, as OpenAI's ``client.batches.create`` sends it."""
+    """``POST /v1/batches``, as OpenAI's ``client.batches.create`` sends it, with edgembed's
+    object-store and webhook fields (sent through the client's ``extra_body``)."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
 
-    input_file_id: str = Field(description="A file uploaded with purpose `batch`.")
+    input_file_id: str | None = Field(
+        default=None, description="A file uploaded with purpose `batch` (or give `input_blob`).")
     endpoint: str = Field(description="Must be `/v1/embeddings`.")
     completion_window: str = Field(description="Must be `24h`.")
     metadata: dict[str, str] | None = Field(default=None, max_length=16,
                                             description="Up to 16 string pairs, kept as given.")
+    input_blob: str | None = Field(
+        default=None, max_length=2048,
+        description="Instead of `input_file_id`: an object-store URL (`s3://bucket/in.jsonl`) "
+                    "under one of the server's `--allow-storage` prefixes (or the API key's "
+                    "own), read when the batch is created.")
+    output_folder: Folder | None = Field(
+        default=None, description="Where the output and error files are written, as "
+                                  "`{batch_id}_output.jsonl` and `{batch_id}_errors.jsonl`, "
+                                  "when the batch ends.")
+    webhook: Hook | None = Field(
+        default=None, description="Called when the batch ends (`batch.completed`, "
+                                  "`batch.failed`, `batch.cancelled`, `batch.expired`), signed "
+                                  "per Standard Webhooks with the API key's secret.")
 
 
 class JobService:
     """The routes' shared parts: the store, the worker, and how one request is answered."""
 
-    def __init__(self, state: ServerState, store: JobStore, settings: JobSettings) -> None:
+    def __init__(self, state: ServerState, store: JobStore, settings: JobSettings,
+                 access: AccessPolicy | None = None) -> None:
         self.state = state
         self.store = store
         self.settings = settings
+        self.access = access or AccessPolicy()
+        self.sender = WebhookSender(store, self.access.secret, self.access.webhook_allowed,
+                                    schedule=settings.webhook_retries_s)
         self.worker = JobWorker(store, self.answer, max_requests=settings.max_batch_requests,
-                                group=settings.requests_in_flight)
+                                group=settings.requests_in_flight, access=self.access,
+                                ended=self.sender.notify)
+
+    def start(self) -> None:
+        self.worker.start()
+        self.sender.start()
+
+    async def stop(self) -> None:
+        await self.worker.stop()
+        await self.sender.stop()
+
+    def _fetch_input(self, owner: str, loc: Location, url: str) -> FileRecord:
+        """Copy an input object into the store as a batch file (``max_upload_bytes`` at
+        most)."""
+        staged = self.store.upload_path()
+        try:
+            loc.download(staged, self.settings.max_upload_bytes)
+            return self.store.add_file(owner, "batch", url.rstrip("/").rsplit("/", 1)[-1],
+                                       staged)
+        finally:
+            staged.unlink(missing_ok=True)
 
     # -- one request line ------------------------------------------------------------------------
 
@@ -167,7 +233,7 @@ class JobService:
         if not self.state.settings.auth_enabled:
             return ""
         token = request.headers.get("authorization", "").strip().partition(" ")[2].strip()
-        return hashlib.sha256(b"edgembed-jobs\0" + token.encode()).hexdigest()[:32]
+        return owner_of(token)
 
     def install(self, app: FastAPI) -> None:
         store = self.store
@@ -220,14 +286,39 @@ class JobService:
                                  f"{ENDPOINT} requests")
             if body.completion_window != "24h":
                 raise InputError("completion_window must be '24h'")
-            record = store.get_file(owner, body.input_file_id)
-            if record is None:
-                raise _not_found("file", body.input_file_id)
+            if (body.input_file_id is None) == (body.input_blob is None):
+                raise InputError("give the input as input_file_id (an uploaded file) or as "
+                                 "input_blob (an object-store URL), one of the two")
+            access = self.access
+            # Every URL is checked against the allow-lists before anything is read or written.
+            source = target = None
+            blob = folder = hook = None
+            if body.input_blob is not None:
+                blob, source = access.storage_location(owner, body.input_blob,
+                                                       what="input_blob")
+            if body.output_folder is not None:
+                folder, target = access.storage_location(owner, body.output_folder.url,
+                                                         what="output_folder", folder=True)
+            if body.webhook is not None:
+                hook = access.webhook_url(owner, body.webhook.url)
+            if target is not None:  # the credentials may write there: fail now, not at the end
+                await asyncio.to_thread(
+                    target.probe, target.child(f".edgembed-probe-{secrets.token_hex(6)}"))
+            if source is not None and blob is not None:
+                record = await asyncio.to_thread(self._fetch_input, owner, source, blob)
+            else:
+                assert body.input_file_id is not None
+                found = store.get_file(owner, body.input_file_id)
+                if found is None:
+                    raise _not_found("file", body.input_file_id)
+                record = found
             if record.purpose != "batch":
                 raise InputError(f"file {record.id} has purpose {record.purpose!r}; upload "
                                  "the input with purpose 'batch'")
             batch = store.create_batch(owner, record.id, ENDPOINT, "24h",
-                                       self.state.model.name, body.metadata)
+                                       self.state.model.name, body.metadata,
+                                       input_blob=blob,
+                                       output_folder=folder, webhook_url=hook)
             self.worker.notify()
             return JSONResponse(batch.to_api())
 

@@ -1,0 +1,154 @@
+"""Storage and webhook URLs: the normal form, and allow-lists no URL gets around.
+
+Each refused URL is one a client could send to escape an operator's prefix: a ``..`` (plain or
+encoded), another bucket whose name starts like the allowed one, another scheme (including
+HTTP, which could redirect anywhere, and fsspec's chained URLs), user info, another port.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edgembed.errors import InputError, NotAllowed
+from edgembed.io.urls import AllowList, normalize_storage_url, normalize_webhook_url
+from edgembed.jobs.access import AccessPolicy, owner_of, read_key_settings
+from edgembed.jobs.webhooks import new_secret, parse_schedule, parse_secret
+
+
+@pytest.mark.parametrize(("url", "normal"), [
+    ("s3://bucket/a/b.jsonl", "s3://bucket/a/b.jsonl"),
+    ("S3://bucket/a/", "s3://bucket/a/"),
+    ("s3://bucket", "s3://bucket/"),
+    ("gs://my_bucket/x", "gs://my_bucket/x"),
+    ("abfs://container@account.dfs.core.windows.net/x", "abfs://container@account.dfs.core.windows.net/x"),
+])
+def test_storage_urls_normalize(url: str, normal: str) -> None:
+    assert normalize_storage_url(url) == normal
+
+
+@pytest.mark.parametrize("url", [
+    "s3://bucket/a/../b", "s3://bucket/./a", "s3://bucket//a", "s3://bucket/a/%2e%2e/b",
+    "s3://../a", "s3://bucket/a?versionId=1", "s3://bucket/a#x", "s3://bucket/a\\..\\b",
+    "s3://bucket/a*", "s3://bucket/[ab]", "s3://bucket/a\nb", "simplecache::s3://bucket/a",
+    "s3://bucket/a::b", "file:///etc/passwd", "/etc/passwd", "https://bucket.example/a",
+    "http://169.254.169.254/latest", "memory://bucket/a", "s3:/bucket/a", "s3://bu cket/a",
+    "s3://user:pw@bucket/a:", "",
+])
+def test_storage_urls_that_could_mean_two_things_are_refused(url: str) -> None:
+    with pytest.raises(InputError):
+        normalize_storage_url(url)
+
+
+def test_storage_allow_list_matches_on_segment_boundaries() -> None:
+    allow = AllowList.of("storage", ["s3://data/jobs", "s3://other/"])
+    assert allow.allows("s3://data/jobs")
+    assert allow.allows("s3://data/jobs/in.jsonl")
+    assert allow.allows("s3://data/jobs/deep/er/x")
+    assert allow.allows("s3://other/anything")
+    for url in ("s3://data/jobs-other/x", "s3://data/job", "s3://data/", "s3://data2/jobs/x",
+                "s3://dat/jobs/x", "gs://data/jobs/x", "s3://Data/jobs/x"):
+        assert not allow.allows(url), url
+    assert allow.check("s3://data/jobs/out", what="output_folder", folder=True) == \
+        "s3://data/jobs/out/"
+    with pytest.raises(NotAllowed, match="outside what this server allows"):
+        allow.check("s3://data/secrets/x", what="input_blob")
+    with pytest.raises(InputError):
+        allow.check("s3://data/jobs/../secrets/x", what="input_blob")
+    with pytest.raises(NotAllowed, match="no input_blob URLs"):
+        AllowList.of("storage", []).check("s3://data/jobs/x", what="input_blob")
+    with pytest.raises(InputError, match="--allow-storage"):
+        AllowList.of("storage", ["https://example.com/"])
+
+
+@pytest.mark.parametrize(("url", "normal"), [
+    ("https://Hooks.Example.com/a/b?x=1", "https://hooks.example.com/a/b?x=1"),
+    ("https://hooks.example.com:443/a", "https://hooks.example.com/a"),
+    ("http://127.0.0.1:8080", "http://127.0.0.1:8080/"),
+    ("http://[::1]:9000/x", "http://[::1]:9000/x"),
+    ("https://bücher.example/h", "https://xn--bcher-kva.example/h"),
+])
+def test_webhook_urls_normalize(url: str, normal: str) -> None:
+    assert normalize_webhook_url(url) == normal
+
+
+@pytest.mark.parametrize("url", [
+    "ftp://hooks.example.com/a", "https://user@hooks.example.com/a",
+    "https://user:pw@hooks.example.com/a", "https://hooks.example.com/a/../b",
+    "https://hooks.example.com/a/%2e%2e/b", "https://hooks.example.com/a/%2E/b",
+    "https://hooks.example.com/a%2fb", "https://hooks.example.com/a#frag",
+    "https://hooks.example.com/a b", "https://hooks.example.com\\@evil.example/",
+    "https://hooks.example.com:99999/", "https:///path", "file:///x", "",
+])
+def test_webhook_urls_that_could_mean_two_things_are_refused(url: str) -> None:
+    with pytest.raises(InputError):
+        normalize_webhook_url(url)
+
+
+def test_webhook_allow_list_needs_host_port_and_path_prefix() -> None:
+    allow = AllowList.of("webhook", ["https://hooks.example.com/edgembed",
+                                     "http://127.0.0.1:9000/"])
+    assert allow.allows(normalize_webhook_url("https://HOOKS.example.com:443/edgembed/x?t=1"))
+    assert allow.allows(normalize_webhook_url("http://127.0.0.1:9000/anything"))
+    for url in ("https://hooks.example.com/edgembedX", "http://hooks.example.com/edgembed",
+                "https://hooks.example.com:8443/edgembed", "https://evil.example/edgembed",
+                "https://hooks.example.com.evil.example/edgembed", "http://127.0.0.1:9001/",
+                "http://127.0.0.2:9000/", "http://localhost:9000/"):
+        assert not allow.allows(normalize_webhook_url(url)), url
+    with pytest.raises(InputError, match="query"):
+        AllowList.of("webhook", ["https://hooks.example.com/?token=1"])
+
+
+def test_secrets_and_retry_schedules() -> None:
+    secret = new_secret()
+    assert secret.startswith("whsec_") and len(parse_secret(secret)) == 32
+    for bad in ("abc", "whsec_!!!", "whsec_" + "QUJD"):  # not base64; 3 bytes
+        with pytest.raises(InputError) as exc:
+            parse_secret(bad)
+        assert bad not in str(exc.value) or bad == "abc" and "abc" not in str(exc.value)
+    assert parse_schedule("500ms,5s,5m,2h") == (0.5, 5.0, 300.0, 7200.0)
+    assert parse_schedule("none") == ()
+    for bad in ("5x", "0s", ""):
+        with pytest.raises(InputError):
+            parse_schedule(bad)
+
+
+def test_key_settings_give_each_key_its_prefixes_credentials_and_secret(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    secret = new_secret()
+    path.write_text(json.dumps({"keys": [
+        {"key": "key-a", "webhook_secret": secret,
+         "storage": [{"prefix": "s3://tenant-a", "options": {"key": "AK", "secret": "S3CR3T-A"}},
+                     {"prefix": "s3://tenant-a/special/",
+                      "options": {"key": "AK2", "secret": "S3CR3T-A2"}}]},
+        {"key": "key-b"}]}))
+    policy = AccessPolicy.build(allow_storage=["s3://shared/jobs"], key_settings=path,
+                                allow_webhook=["https://hooks.example.com/"],
+                                api_keys=["key-a", "key-b"])
+    a, b = owner_of("key-a"), owner_of("key-b")
+    url, _ = policy.storage_location(a, "s3://tenant-a/in.jsonl", what="input_blob")
+    assert url == "s3://tenant-a/in.jsonl"
+    with pytest.raises(NotAllowed):  # the prefix is key-a's alone
+        policy.storage_location(b, "s3://tenant-a/in.jsonl", what="input_blob")
+    assert policy.storage_location(b, "s3://shared/jobs/x", what="input_blob")[0]
+    assert policy.webhook_url(a, "https://hooks.example.com/x") == "https://hooks.example.com/x"
+    with pytest.raises(NotAllowed, match="no webhook secret"):
+        policy.webhook_url(b, "https://hooks.example.com/x")
+    assert policy.secret(a) == secret and policy.secret(b) is None
+    assert "S3CR3T" not in repr(policy) and secret not in repr(policy)
+    assert [p for p, _ in read_key_settings(path)["key-a"].storage] == [
+        "s3://tenant-a/", "s3://tenant-a/special/"]
+    with pytest.raises(InputError, match="not one of this server's API keys"):
+        AccessPolicy.build(key_settings=path, api_keys=["key-a"])
+    with pytest.raises(InputError, match="has no API keys"):
+        AccessPolicy.build(key_settings=path)
+    with pytest.raises(InputError, match="without API keys"):
+        AccessPolicy.build(api_keys=["key-a"], webhook_secret=secret)
+    for bad in ({"keys": [{"key": "key-a", "extra": 1}]}, {"keys": [{"nokey": 1}]}, [],
+                {"keys": [{"key": "key-a", "webhook_secret": "plain"}]},
+                {"keys": [{"key": "key-a", "storage": [{"prefix": "https://x/"}]}]}):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(InputError):
+            read_key_settings(path)

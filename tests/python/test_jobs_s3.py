@@ -1,0 +1,413 @@
+"""Object storage for real: moto's S3 server (``s3_server.py``) driven by s3fs and boto3.
+
+- ``embed batch s3://…/in.parquet -o s3://…/out.parquet``: killed with ``kill -9`` twice and
+  resumed, its output object is byte-identical to an uninterrupted run's;
+- wrong credentials, a missing bucket: one clear line, before any model is loaded;
+- the Batch API reads its input from an object and writes its output and error files to a
+  folder (and still serves them at ``/v1/files/{id}/content``), with the prefixes and
+  credentials of each API key; URLs outside the allow-lists are refused before any request
+  reaches the store, and no credential appears in a response or a log line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("s3fs", reason="needs s3fs (the test extra)")
+pytest.importorskip("moto", reason="needs moto's server (the test extra)")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from edgembed.embedder import Embedder  # noqa: E402
+from edgembed.jobs.cli import main  # noqa: E402
+
+import s3_server  # noqa: E402
+
+MODEL_ARGS = ["--variant", "int8", "--backend", "onnx", "-q"]
+N_ROWS = 240
+CHUNK = 12
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[s3_server.S3]:
+    server = s3_server.start(buckets=("data", "tenant-a", "tenant-b", "tenant-a-evil",
+                                      "shared"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(autouse=True)
+def env(s3: s3_server.S3, model_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(scope="module")
+def embedder(exported_model_dir: Path) -> Embedder:
+    return Embedder.load(exported_model_dir, variant="int8", backend="onnx")
+
+
+def corpus(n: int) -> list[str]:
+    topics = ("rivers", "compilers", "tea", "orbits", "bread", "glaciers")
+    return [f"document {i} about {topics[i % 6]}, part {i // 6}" for i in range(n)]
+
+
+def get(s3: s3_server.S3, bucket: str, key: str) -> bytes | None:
+    try:
+        body: bytes = s3.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+    except s3.client().exceptions.NoSuchKey:
+        return None
+    return body
+
+
+def keys(s3: s3_server.S3, bucket: str, prefix: str = "") -> list[str]:
+    listing = s3.client().list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for o in listing.get("Contents", []))
+
+
+# --- embed batch ---------------------------------------------------------------------------------
+
+
+def spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "edgembed.jobs", *args, *MODEL_ARGS],
+                            env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+def parts(work: Path) -> int:
+    return len(list(work.glob("part-*.json"))) if work.is_dir() else 0
+
+
+def test_embed_batch_on_s3_killed_twice_resumes_to_the_uninterrupted_output(
+    s3: s3_server.S3, tmp_path: Path, embedder: Embedder
+) -> None:
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"text": corpus(N_ROWS), "n": pa.array(range(N_ROWS), pa.int64())}),
+                   buf, row_group_size=50)
+    s3.client().put_object(Bucket="data", Key="jobs/in.parquet", Body=buf.getvalue())
+    common = ["--id-column", "n", "--chunk-size", str(CHUNK)]
+    assert main(["s3://data/jobs/in.parquet", "-o", "s3://data/jobs/ref.parquet", *common,
+                 "--work-dir", str(tmp_path / "ref-work"), *MODEL_ARGS]) == 0
+    ref = get(s3, "data", "jobs/ref.parquet")
+    assert ref is not None
+
+    work = tmp_path / "work"
+    args = ["s3://data/jobs/in.parquet", "-o", "s3://data/jobs/out.parquet", *common,
+            "--work-dir", str(work), "--resume"]
+    n_chunks = N_ROWS // CHUNK
+    seen = []
+    for target in (3, 9):
+        proc = spawn(args, s3.env())
+        deadline = time.monotonic() + 90
+        while parts(work) < target and proc.poll() is None:
+            assert time.monotonic() < deadline, "the job made no progress"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.stderr is not None
+        proc.stderr.close()
+        assert proc.returncode == -signal.SIGKILL, "the job ended before it was killed"
+        seen.append(parts(work))
+        assert get(s3, "data", "jobs/out.parquet") is None  # never there half-written
+    assert 3 <= seen[0] < seen[1] < n_chunks, seen
+    proc = spawn([*args, "--json"], s3.env())
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()
+    out = get(s3, "data", "jobs/out.parquet")
+    assert out == ref
+    table = pq.read_table(io.BytesIO(out))
+    assert table.column("id").to_pylist() == list(range(N_ROWS))
+    np.testing.assert_allclose(np.array(table.column("embedding").to_pylist(), np.float32),
+                               embedder.embed(corpus(N_ROWS)), atol=1e-6)
+    assert not work.exists()
+    assert [k for k in keys(s3, "data", "jobs/") if "probe" in k] == []
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "edgembed.jobs", *args, *MODEL_ARGS],
+                          env={**os.environ, **env}, capture_output=True, timeout=120,
+                          check=False)
+
+
+def test_wrong_credentials_and_missing_buckets_are_one_clear_line(s3: s3_server.S3) -> None:
+    s3.client().put_object(Bucket="data", Key="creds/in.txt", Body=b"a text\n")
+    cases = [
+        (s3.env(secret_key="not-the-secret-0123456789"), "s3://data/creds/out.npy",
+         "StorageDenied: cannot write s3://data/creds/out.npy: the object store refused the "
+         "credentials or the access (The request signature we calculated does not match the "
+         "signature you provided. Check your key and signing method.); check "
+         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
+        (s3.env(access_key="AKIANOSUCHKEY0000000"), "s3://data/creds/out.npy",
+         "StorageDenied: cannot write s3://data/creds/out.npy"),
+        (s3.env(), "s3://no-such-bucket/out.npy",
+         "StorageNotFound: cannot write s3://no-such-bucket/out.npy: no such object or bucket"),
+    ]
+    for env, output, expected in cases:
+        done = run_cli(["s3://data/creds/in.txt", "-o", output], env)
+        err = done.stderr.decode()
+        assert done.returncode == 1, err
+        assert err.count("\n") == 1 and err.startswith(expected), err
+        assert "not-the-secret" not in err and s3.secret_key not in err
+    done = run_cli(["s3://data/creds/missing.txt", "-o", "s3://data/creds/out.npy"], s3.env())
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith("StorageNotFound: cannot read s3://data/creds/missing.txt"), err
+
+
+# --- the Batch API -------------------------------------------------------------------------------
+
+openai = pytest.importorskip("openai")
+httpx = pytest.importorskip("httpx2")
+
+KEY_A, KEY_B, KEY_C = "key-a-0123456789", "key-b-0123456789", "key-c-0123456789"
+WRONG_SECRET = "WRONG-SECRET-0123456789abcdef"
+MAX_UPLOAD = 64 * 1024
+
+
+class Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture(scope="module")
+def api(s3: s3_server.S3, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[tuple[Any, Captured]]:
+    from edgembed.serve.app import create_app
+    from edgembed.serve.jobs_routes import JobSettings, install_jobs
+    from edgembed.serve.model import ServedModel
+    from edgembed.serve.server import BackgroundServer
+    from edgembed.serve.settings import ServeSettings
+
+    root = tmp_path_factory.mktemp("s3-api")
+    wrong = {**s3.options(), "secret": WRONG_SECRET}
+    (root / "keys.json").write_text(json.dumps({"keys": [
+        {"key": KEY_A, "storage": [{"prefix": "s3://tenant-a", "options": s3.options()}]},
+        {"key": KEY_C, "storage": [{"prefix": "s3://tenant-a/c", "options": wrong}]},
+    ]}))
+    captured = Captured()
+    logging.getLogger().addHandler(captured)
+    edgembed_log = logging.getLogger("edgembed")
+    level = edgembed_log.level
+    edgembed_log.setLevel(logging.DEBUG)
+    settings = ServeSettings(api_keys=(KEY_A, KEY_B, KEY_C), latency_target_ms=1000)
+    app = create_app(ServedModel.from_embedder(embedder), settings)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in s3.env().items():  # the server's own credentials: --allow-storage
+            mp.setenv(name, value)
+        install_jobs(app, JobSettings(root / "jobs", max_upload_bytes=MAX_UPLOAD,
+                                      requests_in_flight=8,
+                                      allow_storage=("s3://shared/jobs",),
+                                      key_settings=root / "keys.json"))
+        with BackgroundServer(app, settings) as server:
+            yield server, captured
+    logging.getLogger().removeHandler(captured)
+    edgembed_log.setLevel(level)
+
+
+def client(server: Any, key: str) -> Any:
+    return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0, timeout=60)
+
+
+def request_line(cid: str, body: dict[str, Any]) -> str:
+    return json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/embeddings",
+                       "body": body})
+
+
+def create(c: Any, **extra: Any) -> Any:
+    return c.batches.create(input_file_id=extra.pop("input_file_id", None),
+                            endpoint="/v1/embeddings", completion_window="24h",
+                            extra_body=extra)
+
+
+def wait(c: Any, batch_id: str) -> Any:
+    deadline = time.monotonic() + 90
+    while True:
+        batch = c.batches.retrieve(batch_id)
+        if batch.status in ("completed", "failed", "cancelled", "expired"):
+            return batch
+        assert time.monotonic() < deadline, f"batch stuck in {batch.status}"
+        time.sleep(0.05)
+
+
+def test_batch_reads_an_input_object_and_writes_its_results_to_a_folder(
+    api: tuple[Any, Captured], s3: s3_server.S3, embedder: Embedder
+) -> None:
+    server, _ = api
+    texts = corpus(20)
+    lines = [request_line(f"r{i}", {"input": texts[2 * i:2 * i + 2]}) for i in range(10)]
+    lines.append(request_line("bad", {"input": 7}))
+    s3.client().put_object(Bucket="tenant-a", Key="in/requests.jsonl",
+                           Body=("\n".join(lines) + "\n").encode())
+    with client(server, KEY_A) as c:
+        batch = create(c, input_blob="s3://tenant-a/in/requests.jsonl",
+                       output_folder={"url": "s3://tenant-a/out"})
+        assert batch.status == "validating"
+        extra = batch.to_dict()
+        assert extra["input_blob"] == "s3://tenant-a/in/requests.jsonl"
+        assert extra["output_folder"] == {"url": "s3://tenant-a/out/"}
+        assert c.files.retrieve(batch.input_file_id).filename == "requests.jsonl"
+        done = wait(c, batch.id)
+        assert done.status == "completed", done.errors
+        assert (done.request_counts.completed, done.request_counts.failed) == (10, 1)
+        served_out = c.files.content(done.output_file_id).content
+        served_err = c.files.content(done.error_file_id).content
+    info = done.to_dict()
+    assert info["output_blob"] == f"s3://tenant-a/out/{batch.id}_output.jsonl"
+    assert info["error_blob"] == f"s3://tenant-a/out/{batch.id}_errors.jsonl"
+    assert keys(s3, "tenant-a", "out/") == [f"out/{batch.id}_errors.jsonl",
+                                            f"out/{batch.id}_output.jsonl"]  # no probe left
+    assert get(s3, "tenant-a", f"out/{batch.id}_output.jsonl") == served_out
+    assert get(s3, "tenant-a", f"out/{batch.id}_errors.jsonl") == served_err
+    out = {r["custom_id"]: r for r in map(json.loads, served_out.decode().splitlines())}
+    got = np.array([d["embedding"] for i in range(10)
+                    for d in out[f"r{i}"]["response"]["body"]["data"]], np.float32)
+    np.testing.assert_allclose(got, embedder.embed(texts), atol=1e-6)
+
+    with client(server, KEY_B) as b:  # the server's own prefix, with its own credentials
+        s3.client().put_object(Bucket="shared", Key="jobs/b.jsonl",
+                               Body=request_line("x", {"input": "shared"}).encode())
+        shared = wait(b, create(b, input_blob="s3://shared/jobs/b.jsonl",
+                                output_folder={"url": "s3://shared/jobs/results/"}).id)
+        assert shared.status == "completed"
+    assert keys(s3, "shared", "jobs/results/") == [f"jobs/results/{shared.id}_output.jsonl"]
+
+
+def test_urls_outside_the_allow_lists_are_refused_before_any_io(
+    api: tuple[Any, Captured], s3: s3_server.S3
+) -> None:
+    server, _ = api
+    s3.client().put_object(Bucket="tenant-a", Key="in/ok.jsonl",
+                           Body=request_line("x", {"input": "ok"}).encode())
+    before = {b: keys(s3, b) for b in ("tenant-a", "tenant-b", "tenant-a-evil", "shared")}
+    refused = [
+        (KEY_B, {"input_blob": "s3://tenant-a/in/ok.jsonl"}, 403),  # key A's prefix
+        (KEY_A, {"input_blob": "s3://tenant-b/in/ok.jsonl"}, 403),  # another bucket
+        (KEY_A, {"input_blob": "s3://tenant-a-evil/in/ok.jsonl"}, 403),  # a bucket like it
+        (KEY_A, {"input_blob": "s3://shared/jobs-other/x.jsonl"}, 403),  # past the prefix
+        (KEY_A, {"input_blob": "s3://tenant-a/in/../../tenant-b/x"}, 422),
+        (KEY_A, {"input_blob": "s3://tenant-a/in/%2e%2e/x"}, 422),
+        (KEY_A, {"input_blob": "simplecache::s3://tenant-a/in/ok.jsonl"}, 422),
+        (KEY_A, {"input_blob": "gs://tenant-a/in/ok.jsonl"}, 403),
+        (KEY_A, {"input_blob": "file:///etc/passwd"}, 422),
+        (KEY_A, {"input_blob": "https://tenant-a.s3.example/in/ok.jsonl"}, 422),
+        (KEY_A, {"input_blob": "s3://tenant-a/in/ok.jsonl",
+                 "output_folder": {"url": "s3://tenant-b/out/"}}, 403),
+        (KEY_B, {"input_blob": "s3://shared/jobs/b.jsonl",
+                 "output_folder": {"url": "s3://tenant-a/out/"}}, 403),
+        (KEY_A, {"input_blob": "s3://tenant-a/in/ok.jsonl", "input_file_id": "file-x"}, 422),
+        (KEY_A, {}, 422),
+    ]
+    for key, extra, status in refused:
+        with client(server, key) as c, pytest.raises(openai.APIStatusError) as exc:
+            create(c, **extra)
+        assert exc.value.status_code == status, (extra, exc.value.message)
+    with client(server, KEY_A) as c:
+        with pytest.raises(openai.NotFoundError) as missing:
+            create(c, input_blob="s3://tenant-a/in/missing.jsonl")
+        assert "storage_not_found" in str(missing.value.body)
+        s3.client().put_object(Bucket="tenant-a", Key="in/big.jsonl",
+                               Body=b"x" * (MAX_UPLOAD + 1))
+        with pytest.raises(openai.APIStatusError) as big:
+            create(c, input_blob="s3://tenant-a/in/big.jsonl")
+        assert big.value.status_code == 413 and "--max-upload-bytes" in big.value.message
+    after = {b: keys(s3, b) for b in before}
+    after["tenant-a"].remove("in/big.jsonl")
+    assert after == before
+
+
+def test_refused_credentials_are_one_clear_line_and_no_secret_is_ever_shown(
+    api: tuple[Any, Captured], s3: s3_server.S3
+) -> None:
+    server, captured = api
+    s3.client().put_object(Bucket="tenant-a", Key="c/in.jsonl",
+                           Body=request_line("x", {"input": "c"}).encode())
+    with client(server, KEY_C) as c, pytest.raises(openai.APIStatusError) as exc:
+        create(c, input_blob="s3://tenant-a/c/in.jsonl")
+    assert exc.value.status_code == 403
+    body = exc.value.body
+    assert isinstance(body, dict) and body["code"] == "storage_denied"
+    message = body["message"]
+    assert "\n" not in message
+    assert message.startswith("cannot read s3://tenant-a/c/in.jsonl: the object store refused "
+                              "the credentials or the access"), message
+    assert "--key-settings" in message
+    # Everything the server answered in this module, and everything it logged.
+    seen = [json.dumps(exc.value.body)]
+    for key in (KEY_A, KEY_B, KEY_C):
+        with client(server, key) as c:
+            seen += [json.dumps(b.to_dict()) for b in c.batches.list(limit=100).data]
+            seen += [json.dumps(f.to_dict()) for f in c.files.list().data]
+    text = "\n".join(seen + captured.lines)
+    assert "s3://tenant-a/c/in.jsonl" in text  # the check looks at real material
+    for secret in (WRONG_SECRET, s3.secret_key, s3.access_key):
+        assert secret not in text
+
+
+def test_results_a_store_refuses_at_the_end_fail_the_batch_and_stay_on_the_server(
+    s3: s3_server.S3, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker publishes when a batch ends; here the key's credentials are refused then
+    (the folder was writable when the batch was made: no probe runs in this test). The
+    requests are answered by a stand-in for the model: this is about the files."""
+    import asyncio
+
+    from edgembed.jobs.access import AccessPolicy, owner_of
+    from edgembed.jobs.store import FINAL, JobStore
+    from edgembed.jobs.worker import Answer, JobWorker
+
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": [{"key": "k", "storage": [
+        {"prefix": "s3://tenant-a/late", "options": {**s3.options(), "secret": WRONG_SECRET}}]}]}))
+    policy = AccessPolicy.build(key_settings=tmp_path / "keys.json", api_keys=["k"])
+    store = JobStore(tmp_path / "jobs")
+    owner = owner_of("k")
+    staged = store.upload_path()
+    staged.write_text("".join(request_line(f"r{i}", {"input": f"t{i}"}) + "\n"
+                              for i in range(5)))
+    record = store.add_file(owner, "batch", "in.jsonl", staged)
+    batch = store.create_batch(owner, record.id, "/v1/embeddings", "24h", "m", None,
+                               output_folder="s3://tenant-a/late/")
+
+    async def answer(body: dict[str, Any]) -> Answer:
+        return Answer(200, {"input": body["input"]}, 1)
+
+    async def run() -> None:
+        worker = JobWorker(store, answer, access=policy, poll_s=0.05)
+        worker.start()
+        deadline = time.monotonic() + 60
+        while store.status(batch.id) not in FINAL:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await worker.stop()
+
+    with caplog.at_level(logging.INFO, logger="edgembed"):
+        asyncio.run(run())
+    done = store.batch(batch.id)
+    store.close()
+    assert done.status == "failed" and done.errors is not None
+    (error,) = json.loads(done.errors)["data"]
+    assert error["code"] == "storage_error" and error["param"] == "output_folder"
+    assert error["message"].startswith(f"cannot write s3://tenant-a/late/{batch.id}_output.jsonl:"
+                                       " the object store refused the credentials"), error
+    assert done.output_file_id is not None and done.output_blob is None
+    assert len((tmp_path / "jobs" / "batches" / batch.id / "output.jsonl").read_text()
+               .splitlines()) == 5
+    assert keys(s3, "tenant-a", "late/") == []
+    assert f"batch {batch.id}: cannot write" in caplog.text
+    assert WRONG_SECRET not in caplog.text and WRONG_SECRET not in done.errors
