@@ -2,7 +2,8 @@
 
 One Ray run (Ray takes seconds to start on 2 cores): it resumes a job the local engine began
 and was interrupted in, so it checks at once that Ray computes only the chunks not yet
-committed, and that its output equals the local engine's — ids, malformed rows and all.
+committed, and that its output equals the local engine's — ids, malformed rows and all — and
+that ``--notify`` sends its signed ``batch.completed`` event when the Ray job ends.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 
 from edgembed.jobs import checkpoint
 from edgembed.jobs.cli import main
+from edgembed.jobs.webhooks import new_secret
+from webhook_receiver import Receiver, verify
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
@@ -60,12 +63,22 @@ def test_ray_actors_resume_a_local_job_and_match_the_local_output(
         mp.setattr(checkpoint.WorkDir, "commit", commit)
         assert main([*common, "-o", str(out)]) == 130
 
-    env = {**os.environ, "EDGEMBED_HOME": str(edgembed_home), "RAY_ADDRESS": ""}
-    done = subprocess.run(
-        [sys.executable, "-m", "edgembed.jobs", *common, "-o", str(out), "--resume", "--json",
-         "--engine", "ray", "--actors", "2", "--cpus-per-actor", "1"],
-        capture_output=True, env=env, timeout=240, check=False)
+    secret = new_secret()
+    env = {**os.environ, "EDGEMBED_HOME": str(edgembed_home), "RAY_ADDRESS": "",
+           "EDGEMBED_WEBHOOK_SECRET": secret}
+    receiver = Receiver().start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "edgembed.jobs", *common, "-o", str(out), "--resume",
+             "--json", "--engine", "ray", "--actors", "2", "--cpus-per-actor", "1",
+             "--notify", f"{receiver.url}/ray"],
+            capture_output=True, env=env, timeout=240, check=False)
+    finally:
+        receiver.stop()
     assert done.returncode == 0, done.stderr.decode()[-3000:]
+    (hook,) = receiver.requests()
+    event = verify(secret, hook.headers, hook.body)
+    assert event["type"] == "batch.completed" and event["data"]["rows"] == N
     summary = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert summary["resumed_rows"] == 2 * CHUNK
     assert summary["computed_rows"] == N - 2 * CHUNK

@@ -31,10 +31,9 @@ pytest.importorskip("moto", reason="needs moto's server (the test extra)")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
+import s3_server  # noqa: E402
 from edgembed.embedder import Embedder  # noqa: E402
 from edgembed.jobs.cli import main  # noqa: E402
-
-import s3_server  # noqa: E402
 
 MODEL_ARGS = ["--variant", "int8", "--backend", "onnx", "-q"]
 N_ROWS = 240
@@ -296,7 +295,7 @@ def test_urls_outside_the_allow_lists_are_refused_before_any_io(
     s3.client().put_object(Bucket="tenant-a", Key="in/ok.jsonl",
                            Body=request_line("x", {"input": "ok"}).encode())
     before = {b: keys(s3, b) for b in ("tenant-a", "tenant-b", "tenant-a-evil", "shared")}
-    refused = [
+    refused: list[tuple[str, dict[str, Any], int]] = [
         (KEY_B, {"input_blob": "s3://tenant-a/in/ok.jsonl"}, 403),  # key A's prefix
         (KEY_A, {"input_blob": "s3://tenant-b/in/ok.jsonl"}, 403),  # another bucket
         (KEY_A, {"input_blob": "s3://tenant-a-evil/in/ok.jsonl"}, 403),  # a bucket like it

@@ -336,3 +336,34 @@ def test_serve_options_of_the_job_api(tmp_path: Path) -> None:
     assert s == JobSettings(tmp_path, max_upload_bytes=1024**2, max_batch_requests=10)
     with pytest.raises(SystemExit):
         p.parse_args(["--max-upload-bytes", "lots"])
+
+
+def test_serve_options_of_object_storage_and_webhooks(tmp_path: Path) -> None:
+    import argparse
+
+    from edgembed.errors import InputError
+    from edgembed.serve.jobs_settings import add_job_arguments, job_settings_from_args
+
+    p = argparse.ArgumentParser()
+    add_job_arguments(p)
+    args = p.parse_args(["--jobs-dir", str(tmp_path), "--allow-storage", "s3://a/x",
+                         "--allow-webhook", "https://hooks.example/", "--webhook-retries",
+                         "1s,2m,1h", "--key-settings", str(tmp_path / "keys.json")])
+    env = {"EDGEMBED_ALLOW_STORAGE": "s3://b/y, gs://c", "EDGEMBED_WEBHOOK_SECRET": "whsec_x",
+           "EDGEMBED_ALLOW_WEBHOOKS": "https://other.example/h"}
+    s = job_settings_from_args(args, env)
+    assert s is not None
+    assert s.allow_storage == ("s3://b/y", "gs://c", "s3://a/x")
+    assert s.allow_webhook == ("https://other.example/h", "https://hooks.example/")
+    assert s.webhook_retries_s == (1.0, 120.0, 3600.0)
+    assert s.key_settings == tmp_path / "keys.json" and s.webhook_secret == "whsec_x"
+    assert "whsec_x" not in repr(s)
+    plain = job_settings_from_args(p.parse_args(["--jobs-dir", str(tmp_path)]),
+                                   {"EDGEMBED_WEBHOOK_RETRIES": "none",
+                                    "EDGEMBED_KEY_SETTINGS": "/etc/keys.json"})
+    assert plain is not None and plain.webhook_retries_s == ()
+    assert plain.key_settings == Path("/etc/keys.json")
+    with pytest.raises(InputError, match="--jobs-dir"):
+        job_settings_from_args(p.parse_args(["--allow-storage", "s3://a/x"]), {})
+    with pytest.raises(SystemExit):
+        p.parse_args(["--webhook-retries", "soon"])

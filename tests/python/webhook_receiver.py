@@ -86,7 +86,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 with receiver.lock:
@@ -100,7 +100,7 @@ class Receiver:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -130,5 +130,6 @@ class Receiver:
             got = self.requests()
             if predicate(got):
                 return got
-            assert time.monotonic() < deadline, f"webhooks seen: {[(r.path, r.answered) for r in got]}"
+            seen = [(r.path, r.answered) for r in got]
+            assert time.monotonic() < deadline, f"webhooks seen: {seen}"
             time.sleep(0.02)
