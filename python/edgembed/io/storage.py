@@ -2,7 +2,11 @@
 
 A :class:`Location` is a local path or an fsspec URL (``s3://…``, ``gs://…``). Local paths use
 the operating system directly. A URL (anything with ``scheme://``) needs fsspec and the package
-of its protocol (``s3fs``, ``gcsfs``, …): ``pip install 'edgembed[fsspec]'``.
+of its protocol (``s3fs``, ``gcsfs``, …): ``pip install 'edgembed[s3]'`` or
+``'edgembed[fsspec]'``. A remote operation that fails is one line (StorageDenied,
+StorageNotFound, StorageError) saying what to check, with every known secret scrubbed
+(``redact``). Which URLs a server may touch is decided elsewhere (``urls.py``, the
+allow-lists).
 
 The durable helpers (``write_durably``, ``append_durably``, ``truncate_durably``, ``sync_dir``)
 are how ``embed batch`` commits its chunks and the server's batch worker its result lines:

@@ -12,8 +12,13 @@ Two front ends share this package::
       ray_engine the same chunks computed by Ray Data actors (``--engine ray``)
 
     POST /v1/batches on ``embed serve``  request lines ─► bulk lane of the batcher ─► output file
-      store      SQLite (files, batches, progress) beside the files, in --jobs-dir
-      worker     runs batches one group of requests at a time, committing after each group
+      store      SQLite (files, batches, progress, queued webhooks) beside the files
+      worker     runs batches one group of requests at a time, committing after each group;
+                 publishes the results to an object-store folder when a batch ends
+      access     which object-store URLs and webhooks each API key may use, with what
+                 credentials and secret (the operator's allow-lists, --key-settings)
+      webhooks   completion events signed per Standard Webhooks, sent with retries (also
+                 ``embed batch --notify``)
 
 Both resume after a crash with no row or request lost or done twice. ``docs/jobs.md`` tells
 how to use them.

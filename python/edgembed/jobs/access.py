@@ -28,6 +28,7 @@ Without API keys there is one owner (``""``), whose webhook secret is ``EDGEMBED
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from typing import Any
 
 from ..errors import InputError, NotAllowed
 from ..io.storage import Location, remember_secrets
-from ..io.urls import AllowList
+from ..io.urls import AllowList, normalize_storage_url
 from .webhooks import parse_secret
 
 __all__ = ["AccessPolicy", "KeyAccess", "owner_of", "read_key_settings"]
@@ -107,8 +108,13 @@ class AccessPolicy:
                                  "--key-settings")
             parse_secret(webhook_secret, "the webhook secret")
             per_key[""] = KeyAccess(webhook_secret=webhook_secret)
-        return cls(AllowList.of("storage", allow_storage), AllowList.of("webhook", allow_webhook),
-                   per_key)
+        policy = cls(AllowList.of("storage", allow_storage),
+                     AllowList.of("webhook", allow_webhook), per_key)
+        prefixes = [*policy.storage.entries,
+                    *(p for a in per_key.values() for p, _ in a.storage)]
+        for scheme in dict.fromkeys(p.split("://", 1)[0] for p in prefixes):
+            _check_protocol(scheme)
+        return policy
 
     def _key(self, owner: str) -> KeyAccess:
         return self.keys.get(owner) or KeyAccess()
@@ -142,6 +148,18 @@ class AccessPolicy:
 
     def secret(self, owner: str) -> str | None:
         return self._key(owner).webhook_secret
+
+
+def _check_protocol(scheme: str) -> None:
+    """ImportError now, at start, if an allowed scheme's fsspec filesystem is not installed."""
+    hint = "pip install 'edgembed[s3]'" if scheme == "s3" else \
+        "pip install 'edgembed[fsspec]' and the package of the protocol (gcsfs, adlfs)"
+    try:
+        fsspec = importlib.import_module("fsspec")
+        fsspec.get_filesystem_class(scheme)
+    except ImportError as exc:
+        raise ImportError(f"storage URLs {scheme}://… are allowed, but reading them needs "
+                          f"{hint} ({exc})") from None
 
 
 def read_key_settings(path: Path) -> dict[str, KeyAccess]:
@@ -180,7 +198,10 @@ def read_key_settings(path: Path) -> dict[str, KeyAccess]:
                     or set(item) - {"prefix", "options"}:
                 raise InputError(f'{at}, storage[{m}]: each entry is {{"prefix": URL, '
                                  '"options": {fsspec storage options}}')
-            prefix = AllowList.of("storage", [item["prefix"]]).entries[0]
+            try:
+                prefix = normalize_storage_url(item["prefix"])
+            except InputError as exc:
+                raise InputError(f"{at}, storage[{m}]: {exc}") from None
             options = dict(item.get("options", {}))
             remember_secrets(options)
             storage.append((prefix, options))

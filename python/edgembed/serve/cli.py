@@ -226,10 +226,11 @@ def run_serve(args: argparse.Namespace) -> int:
         from .server import bind_socket, run_server, url_of
 
         jobs = job_settings_from_args(args)
-        store = None
+        store = access = None
         if jobs is not None:  # checked (and locked) before the model loads: fail fast
             from ..jobs.store import JobStore
 
+            access = jobs.access_policy(settings.api_keys)
             store = JobStore(jobs.jobs_dir)
         embedder = Embedder.load(args.model, variant=args.variant, backend=args.backend,
                                  threads=args.threads)
@@ -237,7 +238,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if jobs is not None:
             from .jobs_routes import install_jobs
 
-            install_jobs(app, jobs, store=store)
+            install_jobs(app, jobs, store=store, access=access)
         try:
             sock = bind_socket(settings.host, settings.port)
         except OSError as exc:

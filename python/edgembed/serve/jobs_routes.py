@@ -61,12 +61,14 @@ _COPY = 1 << 20
 PageSize = Annotated[int, Query(ge=1, le=10_000, description="Items per page.")]
 
 
-def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None = None
-                 ) -> JobService:
+def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None = None,
+                 access: AccessPolicy | None = None) -> JobService:
     """Add the job routes to an app made by ``create_app``, and run the worker while it runs.
 
     ``store``: the job store of ``settings.jobs_dir`` when the caller opened it already (it
-    holds the directory's lock: one server per jobs directory).
+    holds the directory's lock: one server per jobs directory). ``access``: the settings'
+    ``access_policy`` when the caller made it already (``embed serve`` does, before the model
+    loads).
 
     The worker starts after the app's own startup (the batcher exists) and stops before the
     app's shutdown drains the batcher: work it had in flight is not committed and is redone
@@ -76,11 +78,8 @@ def install_jobs(app: FastAPI, settings: JobSettings, *, store: JobStore | None 
         raise ImportError("the job API needs python-multipart to read uploads: "
                           "pip install 'edgembed[serve]'")
     state: ServerState = app.state.edgembed
-    access = AccessPolicy.build(allow_storage=settings.allow_storage,
-                                allow_webhook=settings.allow_webhook,
-                                key_settings=settings.key_settings,
-                                api_keys=state.settings.api_keys,
-                                webhook_secret=settings.webhook_secret)
+    if access is None:
+        access = settings.access_policy(state.settings.api_keys)
     service = JobService(state, store or JobStore(settings.jobs_dir), settings, access)
     service.install(app)
     state.checks.append(lambda: service.worker.problem)

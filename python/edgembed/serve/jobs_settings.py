@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..jobs.access import AccessPolicy
 from ..jobs.webhooks import DEFAULT_SCHEDULE_S, MAX_RETRIES, RETRIES_ENV, SECRET_ENV, parse_schedule
 from .settings import parse_size
 
@@ -47,6 +48,14 @@ class JobSettings:
     key_settings: Path | None = None
     webhook_secret: str | None = field(default=None, repr=False)
     webhook_retries_s: tuple[float, ...] = DEFAULT_SCHEDULE_S
+
+    def access_policy(self, api_keys: tuple[str, ...]) -> AccessPolicy:
+        """The allow-lists and per-key settings for a server with ``api_keys`` (the key
+        settings file is read now); InputError naming what is wrong."""
+        return AccessPolicy.build(allow_storage=self.allow_storage,
+                                  allow_webhook=self.allow_webhook,
+                                  key_settings=self.key_settings, api_keys=api_keys,
+                                  webhook_secret=self.webhook_secret)
 
     def __post_init__(self) -> None:
         for name in ("max_upload_bytes", "max_batch_requests", "requests_in_flight"):
