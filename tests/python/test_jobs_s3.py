@@ -36,8 +36,8 @@ from edgembed.embedder import Embedder  # noqa: E402
 from edgembed.jobs.cli import main  # noqa: E402
 
 MODEL_ARGS = ["--variant", "int8", "--backend", "onnx", "-q"]
-N_ROWS = 240
-CHUNK = 12
+N_ROWS = 160
+CHUNK = 8
 
 
 @pytest.fixture(scope="module")
@@ -141,29 +141,42 @@ def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
                           check=False)
 
 
-def test_wrong_credentials_and_missing_buckets_are_one_clear_line(s3: s3_server.S3) -> None:
+def test_wrong_credentials_and_missing_buckets_are_one_clear_line(
+    s3: s3_server.S3, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real command in a subprocess (nothing else reaches stderr), then more cases through
+    its in-process entry point (with s3fs's cache of filesystems cleared between them: it
+    would keep the credentials of the first)."""
+    import s3fs
+
     s3.client().put_object(Bucket="data", Key="creds/in.txt", Body=b"a text\n")
-    cases = [
-        (s3.env(secret_key="not-the-secret-0123456789"), "s3://data/creds/out.npy",
-         "StorageDenied: cannot write s3://data/creds/out.npy: the object store refused the "
-         "credentials or the access (The request signature we calculated does not match the "
-         "signature you provided. Check your key and signing method.); check "
-         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
-        (s3.env(access_key="AKIANOSUCHKEY0000000"), "s3://data/creds/out.npy",
-         "StorageDenied: cannot write s3://data/creds/out.npy"),
-        (s3.env(), "s3://no-such-bucket/out.npy",
-         "StorageNotFound: cannot write s3://no-such-bucket/out.npy: no such object or bucket"),
-    ]
-    for env, output, expected in cases:
-        done = run_cli(["s3://data/creds/in.txt", "-o", output], env)
-        err = done.stderr.decode()
-        assert done.returncode == 1, err
-        assert err.count("\n") == 1 and err.startswith(expected), err
-        assert "not-the-secret" not in err and s3.secret_key not in err
-    done = run_cli(["s3://data/creds/missing.txt", "-o", "s3://data/creds/out.npy"], s3.env())
+    done = run_cli(["s3://data/creds/in.txt", "-o", "s3://data/creds/out.npy"],
+                   s3.env(secret_key="not-the-secret-0123456789"))
     err = done.stderr.decode()
     assert done.returncode == 1 and err.count("\n") == 1, err
-    assert err.startswith("StorageNotFound: cannot read s3://data/creds/missing.txt"), err
+    assert err.startswith(
+        "StorageDenied: cannot write s3://data/creds/out.npy: the object store refused the "
+        "credentials or the access (The request signature we calculated does not match the "
+        "signature you provided. Check your key and signing method.); check "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), err
+    assert "not-the-secret" not in err and s3.secret_key not in err
+    cases = [
+        ({"AWS_ACCESS_KEY_ID": "AKIANOSUCHKEY0000000"}, "s3://data/creds/in.txt",
+         "s3://data/creds/out.npy", "StorageDenied: cannot write s3://data/creds/out.npy"),
+        ({}, "s3://data/creds/in.txt", "s3://no-such-bucket/out.npy",
+         "StorageNotFound: cannot write s3://no-such-bucket/out.npy: no such object or bucket"),
+        ({}, "s3://data/creds/missing.txt", "s3://data/creds/out.npy",
+         "StorageNotFound: cannot read s3://data/creds/missing.txt"),
+    ]
+    for env, src, output, expected in cases:
+        with monkeypatch.context() as mp:
+            for name, value in env.items():
+                mp.setenv(name, value)
+            s3fs.S3FileSystem.clear_instance_cache()
+            assert main([src, "-o", output, *MODEL_ARGS]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(expected), err
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 # --- the Batch API -------------------------------------------------------------------------------
@@ -321,6 +334,9 @@ def test_urls_outside_the_allow_lists_are_refused_before_any_io(
         with pytest.raises(openai.NotFoundError) as missing:
             create(c, input_blob="s3://tenant-a/in/missing.jsonl")
         assert "storage_not_found" in str(missing.value.body)
+        with pytest.raises(openai.NotFoundError) as folder:
+            create(c, input_blob="s3://tenant-a/in/")
+        assert "it is a folder, not an object" in folder.value.message
         s3.client().put_object(Bucket="tenant-a", Key="in/big.jsonl",
                                Body=b"x" * (MAX_UPLOAD + 1))
         with pytest.raises(openai.APIStatusError) as big:

@@ -132,7 +132,8 @@ class Location:
                 self._fs.invalidate_cache()
                 info = self._fs.info(self._path)
                 if info.get("type") == "directory":
-                    raise IsADirectoryError(21, "is a folder, not an input object", self.text)
+                    raise StorageNotFound(f"cannot read {self.text}: it is a folder, not an "
+                                          "object; give the object's URL")
                 handle: IO[bytes] = self._fs.open(self._path, "rb")
             return handle
         if os.path.isdir(self._path):
