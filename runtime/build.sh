@@ -58,7 +58,7 @@ asan() {
     "$CC" $COMMON -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
       -pthread -o "$out/$t" "tests/runtime/$t.c" $SRCS -lm
   done
-  for target in bundle tokenizer; do
+  for target in bundle tokenizer tokenizer_general tokenizer_tables; do
     # shellcheck disable=SC2086
     "$CC" $COMMON -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
       -pthread -o "$out/replay_$target" tests/runtime/fuzz/replay.c "tests/runtime/fuzz/fuzz_$target.c" $SRCS -lm
@@ -109,6 +109,9 @@ test_() {
   # every fuzz seed and crasher ever found, replayed under the sanitizers
   ./build/native-asan/replay_bundle tests/fixtures/fuzz/bundle/*
   ./build/native-asan/replay_tokenizer tests/fixtures/fuzz/tokenizer/*
+  "$PYTHON" runtime/tools/tokenizer_bundles.py build/fuzz/tokenizers >/dev/null
+  EMB_FUZZ_TOKENIZERS=build/fuzz/tokenizers ./build/native-asan/replay_tokenizer_general tests/fixtures/fuzz/tokenizer_general/*
+  ./build/native-asan/replay_tokenizer_tables tests/fixtures/fuzz/tokenizer_tables/*
 }
 
 # zig's clang: `python -m ziglang cc` (pip install ziglang), its caches inside build/

@@ -153,8 +153,9 @@ emb_status emb_post_processor_assemble(const emb_tokenizer *tok, const char *a, 
     size_t n = ka + kb + n_special;
     *n_ids = n;
     if (cap < n) return EMB_STATUS_BUFFER_TOO_SMALL;
-    emb_token *va = ta->v + (spec->truncate_left ? na - ka : 0);
-    emb_token *vb = tb ? tb->v + (spec->truncate_left ? nb - kb : 0) : NULL;
+    /* the kept tokens (no pointer arithmetic on an empty list's NULL) */
+    emb_token *va = ta->v ? ta->v + (spec->truncate_left ? na - ka : 0) : NULL;
+    emb_token *vb = tb && tb->v ? tb->v + (spec->truncate_left ? nb - kb : 0) : NULL;
     if (spec->trim_offsets) {
         trim_offsets(spec, (const uint8_t *)a, va, ka);
         if (vb) trim_offsets(spec, (const uint8_t *)b, vb, kb);
