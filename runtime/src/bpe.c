@@ -258,3 +258,8 @@ void emb_bpe_word(const emb_tokenizer *tok, emb_scratch *sc, const emb_nchar *ch
         for (size_t k = first_out; k < out->n; k++) emb_token_trim_counts(tok, &out->v[k]);
     }
 }
+
+size_t emb_bpe_tables_memory(const void *p) {
+    const bpe_tables *t = (const bpe_tables *)p;
+    return sizeof(*t) + ((size_t)t->mask + 1) * sizeof(int32_t);
+}

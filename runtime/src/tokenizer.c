@@ -30,7 +30,8 @@ struct emb_tokenizer {
     int32_t type;                  /* emb_tokenizer_type */
     emb_tokenizer_config cfg;
     const uint8_t *vocab;          /* (vocab_len) caller's bytes: tokens separated by '\n' */
-    emb_vocab_entry *tokens;       /* (n_tokens) id -> text */
+    emb_vocab_entry *tokens;       /* (n_tokens) id -> text (WordPiece; the others read offsets) */
+    const int32_t *offsets;        /* (n_tokens + 1) the bundle's vocab_offsets (Unigram, BPE) */
     size_t n_tokens;
     int32_t *table;                /* (table_mask + 1) open addressing, linear probing: id or -1 */
     uint32_t table_mask;
@@ -63,10 +64,26 @@ static int bytes_equal(const uint8_t *a, const uint8_t *b, size_t len) {
 }
 
 static int entry_equals(const emb_tokenizer *tok, const emb_vocab_entry *e, const uint8_t *prefix,
+                        size_t prefix_len, const uint8_t *s, size_t len);
+static inline emb_vocab_entry entry_at(const emb_tokenizer *tok, int32_t id) {
+    if (tok->offsets) {
+        emb_vocab_entry e = {(uint32_t)tok->offsets[id], (uint32_t)(tok->offsets[id + 1] - tok->offsets[id])};
+        return e;
+    }
+    return tok->tokens[id];
+}
+
+static int entry_equals(const emb_tokenizer *tok, const emb_vocab_entry *e, const uint8_t *prefix,
                         size_t prefix_len, const uint8_t *s, size_t len) {
     if (e->len != prefix_len + len) return 0;
     const uint8_t *text = tok->vocab + e->offset;
     return bytes_equal(text, prefix, prefix_len) && bytes_equal(text + prefix_len, s, len);
+}
+
+static int entry_equals_id(const emb_tokenizer *tok, int32_t id, const uint8_t *prefix, size_t prefix_len,
+                           const uint8_t *s, size_t len) {
+    emb_vocab_entry e = entry_at(tok, id);
+    return entry_equals(tok, &e, prefix, prefix_len, s, len);
 }
 
 int32_t emb_vocab_find(const emb_tokenizer *tok, const uint8_t *prefix, size_t prefix_len,
@@ -75,7 +92,7 @@ int32_t emb_vocab_find(const emb_tokenizer *tok, const uint8_t *prefix, size_t p
     for (;;) {
         int32_t id = tok->table[slot];
         if (id < 0) return -1;
-        if (entry_equals(tok, &tok->tokens[id], prefix, prefix_len, s, len)) return id;
+        if (entry_equals_id(tok, id, prefix, prefix_len, s, len)) return id;
         slot = (slot + 1) & tok->table_mask;
     }
 }
@@ -89,8 +106,9 @@ const char *emb_tokenizer_id_to_token(const emb_tokenizer *tok, int32_t id, size
         if (len) *len = 0;
         return NULL;
     }
-    if (len) *len = tok->tokens[id].len;
-    return (const char *)tok->vocab + tok->tokens[id].offset;
+    emb_vocab_entry e = entry_at(tok, id);
+    if (len) *len = e.len;
+    return (const char *)tok->vocab + e.offset;
 }
 
 int32_t emb_tokenizer_token_to_id(const emb_tokenizer *tok, const char *text, size_t len) {
@@ -125,7 +143,7 @@ static emb_status build_vocab(emb_tokenizer *tok, const uint8_t *vocab, size_t v
         uint32_t slot = fnv1a(FNV_OFFSET, text, e->len) & tok->table_mask;
         for (;;) {
             int32_t other = tok->table[slot];
-            if (other < 0 || entry_equals(tok, &tok->tokens[other], text, 0, text, e->len)) {
+            if (other < 0 || entry_equals_id(tok, other, text, 0, text, e->len)) {
                 tok->table[slot] = (int32_t)id;   /* a repeated token: the later id wins */
                 break;
             }
@@ -139,7 +157,7 @@ static emb_status build_vocab(emb_tokenizer *tok, const uint8_t *vocab, size_t v
 /* ---- init / free --------------------------------------------------------------------------- */
 
 static int valid_id(const emb_tokenizer *tok, int32_t id) {
-    return id >= 0 && (size_t)id < tok->n_tokens && tok->tokens[id].len > 0;
+    return id >= 0 && (size_t)id < tok->n_tokens && entry_at(tok, id).len > 0;
 }
 
 static emb_status add_token(emb_tokenizer *tok, int32_t id) {
@@ -388,7 +406,7 @@ int32_t emb_vocab_find_hashed(const emb_tokenizer *tok, uint32_t hash, const uin
     for (;;) {
         int32_t id = tok->table[slot];
         if (id < 0) return -1;
-        if (entry_equals(tok, &tok->tokens[id], (const uint8_t *)"", 0, s, len)) return id;
+        if (entry_equals_id(tok, id, (const uint8_t *)"", 0, s, len)) return id;
         slot = (slot + 1) & tok->table_mask;
     }
 }
@@ -402,8 +420,9 @@ const uint8_t *emb_vocab_text(const emb_tokenizer *tok, int32_t id, size_t *len)
         *len = 0;
         return (const uint8_t *)"";
     }
-    *len = tok->tokens[id].len;
-    return tok->vocab + tok->tokens[id].offset;
+    emb_vocab_entry e = entry_at(tok, id);
+    *len = e.len;
+    return tok->vocab + e.offset;
 }
 
 /* ---- per-call work memory ------------------------------------------------------------------ */
@@ -536,28 +555,25 @@ static emb_status build_general_vocab(emb_tokenizer *tok, const emb_tokenizer_sp
     }
     size_t table_size = 16;
     while (table_size < 2 * spec->n_model) table_size *= 2;
-    tok->tokens = (emb_vocab_entry *)emb_alloc(n * sizeof(emb_vocab_entry));
     tok->table = (int32_t *)emb_alloc(table_size * sizeof(int32_t));
-    if (!tok->tokens || !tok->table) return EMB_STATUS_OUT_OF_MEMORY;
+    if (!tok->table) return EMB_STATUS_OUT_OF_MEMORY;
     tok->vocab = spec->vocab;
+    tok->offsets = spec->vocab_offsets;   /* the texts are read where they are: no copy, no entries */
     tok->n_tokens = n;
     tok->table_mask = (uint32_t)(table_size - 1);
     for (size_t i = 0; i < table_size; i++) tok->table[i] = -1;
-    for (size_t id = 0; id < n; id++) {
-        emb_vocab_entry *e = &tok->tokens[id];
-        e->offset = (uint32_t)spec->vocab_offsets[id];
-        e->len = (uint32_t)(spec->vocab_offsets[id + 1] - spec->vocab_offsets[id]);
-        if (id >= spec->n_model) continue;
-        if (e->len > tok->max_token_len) tok->max_token_len = e->len;
-        const uint8_t *text = tok->vocab + e->offset;
-        uint32_t slot = fnv1a(FNV_OFFSET, text, e->len) & tok->table_mask;
+    for (size_t id = 0; id < spec->n_model; id++) {
+        emb_vocab_entry e = entry_at(tok, (int32_t)id);
+        if (e.len > tok->max_token_len) tok->max_token_len = e.len;
+        const uint8_t *text = tok->vocab + e.offset;
+        uint32_t slot = fnv1a(FNV_OFFSET, text, e.len) & tok->table_mask;
         for (;;) {
             int32_t other = tok->table[slot];
             if (other < 0) {
                 tok->table[slot] = (int32_t)id;
                 break;
             }
-            if (entry_equals(tok, &tok->tokens[other], text, 0, text, e->len)) {
+            if (entry_equals_id(tok, other, text, 0, text, e.len)) {
                 tok->table[slot] = (int32_t)id;   /* a repeated token: the later id wins, as in tokenizers */
                 break;
             }
@@ -883,4 +899,14 @@ emb_status emb_utf8_offsets_to_chars(const char *utf8, size_t len, uint32_t *off
         offsets[i] = (uint32_t)chars;
     }
     return EMB_STATUS_OK;
+}
+
+size_t emb_tokenizer_memory(const emb_tokenizer *tok) {
+    if (!tok) return 0;
+    size_t total = sizeof(*tok) + (tok->tokens ? tok->n_tokens * sizeof(emb_vocab_entry) : 0) +
+                   ((size_t)tok->table_mask + 1) * sizeof(int32_t);
+    size_t cps = 0;
+    for (size_t i = 0; i < tok->n_gadded; i++) cps += tok->gadded[i].n;
+    total += tok->n_gadded * sizeof(emb_gadded) + cps * sizeof(uint32_t);
+    return total + emb_model_tables_memory(tok);
 }

@@ -407,7 +407,11 @@ int32_t emb_tokenizer_max_input_chars(const emb_tokenizer *tok);
 void emb_token_trim_counts(const emb_tokenizer *tok, emb_token *t);
 uint32_t emb_byte_char(uint8_t b);
 int emb_is_trim_char(uint32_t cp);                        /* 'Ġ' or White_Space: offset trimming removes it */
-void emb_bpe_free_tables(void *tables);                       /* GPT-2's byte-to-unicode alphabet */
+void emb_bpe_free_tables(void *tables);
+/* Bytes a tokenizer allocated at init (its tables; the vocabulary it references is not counted). */
+size_t emb_tokenizer_memory(const emb_tokenizer *tok);
+size_t emb_model_tables_memory(const emb_tokenizer *tok);
+size_t emb_bpe_tables_memory(const void *tables);                       /* GPT-2's byte-to-unicode alphabet */
 int emb_charsmap_valid(const uint8_t *data, size_t len); /* a Precompiled charsmap fits together */
 
 #endif /* EMB_TOKENIZER_H */

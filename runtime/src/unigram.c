@@ -203,3 +203,13 @@ void emb_unigram_word(const emb_tokenizer *tok, emb_scratch *sc, const emb_nchar
         }
     }
 }
+
+size_t emb_model_tables_memory(const emb_tokenizer *tok) {
+    const void *p = emb_tokenizer_model_tables(tok);
+    if (!p) return 0;
+    if (emb_tokenizer_get_type(tok) == EMB_TOKENIZER_TYPE_UNIGRAM) {
+        const unigram_tables *t = (const unigram_tables *)p;
+        return sizeof(*t) + ((size_t)t->prefix_mask + 1) / 8;
+    }
+    return emb_bpe_tables_memory(p);
+}

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import gettext
 import glob
+import importlib.util
 import json
 import os
 import random
@@ -35,12 +36,10 @@ import shutil
 import struct
 import subprocess
 import tempfile
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
@@ -84,29 +83,18 @@ def gcc(args: Sequence[str | Path]) -> None:
     subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True)
 
 
-def bundle_bytes(meta: dict[str, str], tensors: list[tuple[str, Any]]) -> bytes:
-    """A bundle holding only a tokenizer's tables (the layout of runtime/include/edgembed.h)."""
-    dtypes = {np.dtype(np.uint8): "U8", np.dtype(np.int32): "I32", np.dtype(np.float64): "F64"}
-    entries: dict[str, Any] = {}
-    chunks: list[bytes] = []
-    offset = 0
-    for name, arr in tensors:
-        pad = -offset % 64
-        if pad:
-            entries[f"__pad.{len(chunks)}"] = {"dtype": "U8", "shape": [pad],
-                                               "data_offsets": [offset, offset + pad]}
-            chunks.append(b"\0" * pad)
-            offset += pad
-        data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
-        entries[name] = {"dtype": dtypes[arr.dtype], "shape": list(arr.shape),
-                         "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    region = b"".join(chunks)
-    meta = {"edgembed_bundle": "1", **meta, "data_crc32": f"{zlib.crc32(region):08x}"}
-    header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("ascii")
-    header += b" " * (-(8 + len(header)) % 64)
-    return struct.pack("<Q", len(header)) + header + region
+def _load_bundle_tool() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "tokenizer_bundles", REPO / "runtime" / "tools" / "tokenizer_bundles.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# runtime/tools/tokenizer_bundles.py: the tables in a tokenizer-only bundle
+bundle_bytes = _load_bundle_tool().bundle_bytes
 
 
 class CTokenizer:

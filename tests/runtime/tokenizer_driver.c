@@ -19,10 +19,14 @@
  *       a Unigram / BPE tokenizer from a tokenizer-only bundle, truncating: per record, int32
  *       status, n_full, n, then n ids, n type ids, 2n byte offsets. With PAIRS = 1 a record is
  *       a pair: uint32 length of the first text, the first text, the second.
+ *   tokenizer_driver bench FILE VOCAB_SIZE MAX_LENGTH ROUNDS  < records > one JSON line
+ *       load times and one-thread encode times of any tokenizer in a bundle (benchmarks/tokenizers.py).
  */
+#define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tokenizer.h"
 
@@ -31,7 +35,8 @@ static int usage(void) {
                     "       tokenizer_driver words VOCAB LOWER STRIP CJK CLEAN\n"
                     "       tokenizer_driver normalize LOWER STRIP CJK CLEAN\n"
                     "       tokenizer_driver kinds\n"
-                    "       tokenizer_driver bundle FILE VOCAB_SIZE MAX_LENGTH PAIRS\n");
+                    "       tokenizer_driver bundle FILE VOCAB_SIZE MAX_LENGTH PAIRS\n"
+                    "       tokenizer_driver bench FILE VOCAB_SIZE MAX_LENGTH ROUNDS\n");
     return 2;
 }
 
@@ -219,7 +224,69 @@ static int bundle(char **argv) {
     return 0;
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Timing for benchmarks/tokenizers.py: loads the bundle `loads` times, then encodes every record
+   (one text each) `rounds` times, one thread; prints one JSON line: the fastest load, the
+   tokenizer's own memory, and the seconds, ids and bytes of each round. */
+static int bench(char **argv) {
+    size_t size = 0;
+    char *bytes = read_file(argv[0], &size);
+    if (!bytes) return 1;
+    int32_t vocab_size = atoi(argv[1]), max_length = atoi(argv[2]), rounds = atoi(argv[3]), loads = 5;
+    double best_load = 1e30;
+    emb_tokenizer *tok = NULL;
+    for (int i = 0; i < loads; i++) {
+        double t0 = now();
+        if (emb_tokenizer_from_bundle_bytes(&tok, bytes, size, vocab_size, max_length) != EMB_STATUS_OK) return 1;
+        double t1 = now();
+        if (t1 - t0 < best_load) best_load = t1 - t0;
+        if (i + 1 < loads) emb_tokenizer_free(tok);
+    }
+    size_t n_rec = 0, cap_rec = 1024, total_bytes = 0;
+    char **texts = malloc(cap_rec * sizeof *texts);
+    uint32_t *lens = malloc(cap_rec * sizeof *lens), len;
+    char *text;
+    while ((text = read_record(&len)) != NULL) {
+        if (n_rec == cap_rec) {
+            cap_rec *= 2;
+            texts = realloc(texts, cap_rec * sizeof *texts);
+            lens = realloc(lens, cap_rec * sizeof *lens);
+        }
+        texts[n_rec] = text;
+        lens[n_rec++] = len;
+        total_bytes += len;
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)max_length);
+    printf("{\"load_s\": %.6f, \"memory\": %zu, \"texts\": %zu, \"bytes\": %zu, \"rounds\": [", best_load,
+           emb_tokenizer_memory(tok), n_rec, total_bytes);
+    for (int r = 0; r < rounds; r++) {
+        size_t n_ids_total = 0;
+        double t0 = now();
+        for (size_t i = 0; i < n_rec; i++) {
+            size_t n = 0, full = 0;
+            emb_tokenizer_encode(tok, texts[i], lens[i], 1, ids, (size_t)max_length, &n, &full);
+            n_ids_total += full;
+        }
+        double t1 = now();
+        printf("%s[%.6f, %zu]", r ? ", " : "", t1 - t0, n_ids_total);
+    }
+    printf("]}\n");
+    for (size_t i = 0; i < n_rec; i++) free(texts[i]);
+    free(texts);
+    free(lens);
+    free(ids);
+    emb_tokenizer_free(tok);
+    free(bytes);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 6 && strcmp(argv[1], "bench") == 0) return bench(argv + 2);
     if (argc >= 6 && strcmp(argv[1], "bundle") == 0) return bundle(argv + 2);
     if (argc >= 9 && strcmp(argv[1], "encode") == 0) return encode(argv + 2);
     if (argc >= 7 && strcmp(argv[1], "words") == 0) return words(argv + 2);
