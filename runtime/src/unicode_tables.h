@@ -65,8 +65,9 @@ static inline unsigned emb_uc_flags(uint32_t cp) { return emb_uc_record(cp)[0]; 
 static inline unsigned emb_uc_ccc(uint32_t cp) { return emb_uc_record(cp)[1]; }
 
 /* ---- The second table: graphemes (UAX #29), regex classes (Oniguruma), NFC -------------------
-   About 25252 bytes. Source: the UCD 15.0.0 files (graphemes), Python's unicodedata (letters,
-   numbers, compositions), adjusted to what tokenizers 0.23.3 computes (gen_unicode_tables.py). */
+   About 25268 bytes. Source: the UCD 15.0.0 files (graphemes), Python's unicodedata
+   (letters, numbers, compositions), adjusted to what tokenizers 0.23.3 computes
+   (gen_unicode_tables.py). */
 typedef enum emb_uc_gcb {
     EMB_UC_GCB_OTHER = 0,
     EMB_UC_GCB_CR = 1,
@@ -89,18 +90,18 @@ enum emb_uc_prop2 {
     EMB_UC_P2_INCB_SHIFT = 5,    /* Indic_Conjunct_Break, 2 bits: emb_uc_incb */
     EMB_UC_P2_LETTER = 0x080,     /* \p{L} */
     EMB_UC_P2_NUMBER = 0x100,     /* \p{N} */
-    EMB_UC_P2_COMP2 = 0x200,      /* the second character of some canonical composition */
+    EMB_UC_P2_COMP2 = 0x200,      /* second character of a canonical composition */
 };
 typedef enum emb_uc_incb {
-    EMB_UC_INCB_NONE = 0, EMB_UC_INCB_LINKER = 1, EMB_UC_INCB_CONSONANT = 2,
-    EMB_UC_INCB_EXTEND = 3,
+    EMB_UC_INCB_NONE = 0, EMB_UC_INCB_LINKER = 1,
+    EMB_UC_INCB_CONSONANT = 2, EMB_UC_INCB_EXTEND = 3,
 } emb_uc_incb;
 #define EMB_UC_P2_SHIFT1 9
 #define EMB_UC_P2_SHIFT2 4
 #define EMB_UC_N_COMP 940
 extern const uint8_t emb_uc_p2_stage1[2176];
 extern const uint16_t emb_uc_p2_stage2[3552];
-extern const uint8_t emb_uc_p2_stage3[8400];
+extern const uint8_t emb_uc_p2_stage3[8416];
 extern const uint16_t emb_uc_p2_records[26];
 /* Canonical compositions, sorted: first << 42 | second << 21 | composite (Hangul: arithmetic). */
 extern const uint64_t emb_uc_comp[EMB_UC_N_COMP];

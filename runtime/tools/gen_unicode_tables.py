@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate runtime/src/unicode_tables.{h,c}: the character data of the engine's tokenizer.
+r"""Generate runtime/src/unicode_tables.{h,c}: the character data of the engine's tokenizer.
 
 The tables describe every code point exactly as Hugging Face `tokenizers` sees it in BERT
 normalization and pre-tokenization, so that the C tokenizer produces the same ids:
@@ -20,7 +20,9 @@ its Rust code takes each property from a different source,
     Rust core (char)                 Unicode 17.0  is_whitespace, to_lowercase  (tokenizers 0.23.3)
 
 so the tables are `unicodedata` (Unicode 14.0.0 in Python 3.11) plus OVERRIDES: the code points
-where those sources disagree with Python's data.
+where those sources disagree with Python's data. The overrides were measured by probing every
+code point through the installed `tokenizers` (`--derive` prints them again). `--check` probes
+the installed `tokenizers` and fails if any property of any code point differs from the tables.
 
 A second table serves the SentencePiece and byte-level BPE tokenizers:
 
@@ -35,9 +37,8 @@ Python has no grapheme data, so gcb comes from the Unicode Character Database fi
 OVERRIDES2, measured against the installed tokenizers like OVERRIDES. Grapheme boundaries are only
 visible through a Precompiled normalizer, so `--check` builds probe charsmaps with
 `sentencepiece`'s normalization rules when that package is installed (it is not a dependency:
-run the check in the reference environment to include them). The overrides were measured by probing every code
-point through the installed `tokenizers` (`--derive` prints them again). `--check` probes the
-installed `tokenizers` and fails if any property of any code point differs from the tables.
+run the check in the reference environment to include them; OVERRIDES2's grapheme lines are
+the differences it reports against the UCD files).
 
 Usage (from the repository root, with the project's virtual environment):
     python runtime/tools/gen_unicode_tables.py            # write the two files into runtime/src
@@ -154,7 +155,8 @@ OVERRIDES2 = {
         (0x0897, 0x0897), (0x1ACF, 0x1ADD), (0x1AE0, 0x1AEB), (0x10D69, 0x10D6D),
         (0x10EFA, 0x10EFC), (0x113B8, 0x113C0), (0x113C2, 0x113C2), (0x113C5, 0x113C5),
         (0x113C7, 0x113CA), (0x113CC, 0x113D0), (0x113D2, 0x113D2), (0x113E1, 0x113E2),
-        (0x11B60, 0x11B67), (0x11F5A, 0x11F5A), (0x1611E, 0x1612F),
+        (0x11B60, 0x11B67), (0x11F5A, 0x11F5A), (0x1611E, 0x1612F), (0x1E5EE, 0x1E5EF),
+        (0x1E6E3, 0x1E6E3), (0x1E6E6, 0x1E6E6), (0x1E6EE, 0x1E6EF), (0x1E6F5, 0x1E6F5),
     ],
     # U+113D1 TULU-TIGALARI REPHA (16.0) is Prepend; U+11A3A is no longer Prepend since 16.0.
     "gcb_prepend": [(0x113D1, 0x113D1)],
@@ -445,6 +447,134 @@ def derive() -> None:
         print(prop, "differences (must be empty):", [hex(c) for c in bad])
 
 
+def _probe_classes() -> dict[str, set[int]]:
+    r"""\p{L}, \p{N} of the regex engine of tokenizers' Split (Oniguruma), every code point."""
+    from tokenizers import Regex, pre_tokenizers
+
+    cps = list(code_points())
+    out: dict[str, set[int]] = {}
+    for name, cls in (("letter", r"\p{L}"), ("number", r"\p{N}")):
+        split = pre_tokenizers.Split(Regex(cls + "+"), behavior="removed", invert=True)
+        got: set[int] = set()
+        for i in range(0, len(cps), 50_000):
+            s = "".join(chr(c) for c in cps[i : i + 50_000])
+            for piece, _ in split.pre_tokenize_str(s):
+                got.update(map(ord, piece))
+        out[name] = got
+    return out
+
+
+def _nfc_model(t: Target, t2: Target2, s: str) -> str:
+    d = [x for ch in s for x in t.nfd(ord(ch))]
+    for i in range(1, len(d)):  # canonical ordering (insertion sort: stable)
+        j = i
+        while j > 0 and t.ccc(d[j]) and t.ccc(d[j - 1]) > t.ccc(d[j]):
+            d[j - 1], d[j] = d[j], d[j - 1]
+            j -= 1
+    out: list[int] = []
+    starter, last = -1, -1
+    for c in d:
+        k = t.ccc(c)
+        if starter >= 0 and (last == -1 or last < k):
+            a = out[starter]
+            if 0x1100 <= a < 0x1113 and 0x1161 <= c < 0x1176:
+                out[starter] = 0xAC00 + ((a - 0x1100) * 21 + c - 0x1161) * 28
+                continue
+            if 0xAC00 <= a < 0xAC00 + 11172 and (a - 0xAC00) % 28 == 0 and 0x11A7 < c < 0x11C3:
+                out[starter] += c - 0x11A7
+                continue
+            if (a, c) in t2.comp:
+                out[starter] = t2.comp[(a, c)]
+                continue
+        if k == 0:
+            starter, last = len(out), -1
+        else:
+            last = k
+        out.append(c)
+    return "".join(map(chr, out))
+
+
+def _probe_graphemes(t2: Target2) -> dict[str, list[int]] | None:
+    """Grapheme boundaries as tokenizers' Precompiled normalizer sees them, through charsmaps
+    built with sentencepiece's normalization rules (None without sentencepiece): the characters
+    that join a preceding "a" (Extend, ZWJ, SpacingMark), those a following "b" joins (Prepend),
+    and those a following U+0301 does not join (Control, CR, LF; up to 3 bytes)."""
+    try:
+        import sentencepiece as spm
+        from tokenizers import normalizers
+        from transformers.convert_slow_tokenizer import import_protobuf
+    except ImportError:
+        return None
+    import tempfile
+
+    def charsmap(rules: list[tuple[str, str]], tmp: Path) -> object:
+        (tmp / "rules.tsv").write_text("".join(
+            " ".join(f"{ord(c):X}" for c in a) + "\t" + " ".join(f"{ord(c):X}" for c in b) + "\n"
+            for a, b in rules), encoding="utf-8")
+        (tmp / "text.txt").write_text("abc def ghi\n" * 50, encoding="utf-8")
+        spm.SentencePieceTrainer.train(
+            input=str(tmp / "text.txt"), model_prefix=str(tmp / "m"), vocab_size=20,
+            normalization_rule_tsv=str(tmp / "rules.tsv"), hard_vocab_limit=False, minloglevel=2)
+        proto = import_protobuf().ModelProto()
+        proto.ParseFromString((tmp / "m.model").read_bytes())
+        return normalizers.Precompiled(proto.normalizer_spec.precompiled_charsmap)
+
+    cps = [c for c in code_points() if c not in (0, 0x50, 0x61, 0x62)]
+    ext, pre, ctl = [], [], []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        n = charsmap([("a", "X")], tmp)
+        ext = [c for c in cps if n.normalize_str("a" + chr(c)) == "X"]  # type: ignore[attr-defined]
+        for i in range(0, len(cps), 60_000):
+            chunk = cps[i : i + 60_000]
+            n = charsmap([(chr(c), "P") for c in chunk], tmp)
+            for c in chunk:
+                ch = chr(c)
+                if n.normalize_str(ch + "b") == "P":  # type: ignore[attr-defined]
+                    pre.append(c)
+                if len(ch.encode()) <= 3 and n.normalize_str(ch + "\u0301") != "P":  # type: ignore[attr-defined]
+                    ctl.append(c)
+    want_ext = [c for c in cps if t2.gcb.get(c) in ("Extend", "ZWJ", "SpacingMark")]
+    want_pre = [c for c in cps if t2.gcb.get(c) == "Prepend"]
+    want_ctl = [c for c in cps if len(chr(c).encode()) <= 3 and t2.gcb.get(c) in
+                ("Control", "CR", "LF")]
+    return {"gcb extenders": sorted(set(ext) ^ set(want_ext)),
+            "gcb prepend": sorted(set(pre) ^ set(want_pre)),
+            "gcb control": sorted(set(ctl) ^ set(want_ctl))}
+
+
+def check2(t: Target) -> int:
+    """The second table against the installed tokenizers: regex classes, NFC, graphemes."""
+    from tokenizers import normalizers
+
+    t2 = Target2(t)
+    diffs: dict[str, list[int]] = {}
+    probed = _probe_classes()
+    diffs["letter"] = sorted(probed["letter"] ^ {c for c in code_points() if t2.letter(c)})
+    diffs["number"] = sorted(probed["number"] ^ {c for c in code_points() if t2.number(c)})
+    nfc = normalizers.NFC()
+    diffs["nfc"] = [c for c in code_points()
+                    if nfc.normalize_str(chr(c)) != _nfc_model(t, t2, chr(c))]
+    pairs = []
+    for c in code_points():
+        parts = unicodedata.decomposition(chr(c)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            pairs.append(chr(int(parts[0], 16)) + chr(int(parts[1], 16)))
+    diffs["nfc pairs"] = [ord(p[0]) for p in pairs
+                          if nfc.normalize_str(p) != _nfc_model(t, t2, p)]
+    g = _probe_graphemes(t2)
+    if g is None:
+        print("  graphemes  not probed: sentencepiece is not installed (run in the reference env)")
+    else:
+        diffs.update(g)
+    failed = 0
+    for prop, bad in diffs.items():
+        print(f"  {prop:14s} {len(bad)} differences" + (": " + " ".join(hex(c) for c in bad[:20])
+                                                         if bad else ""))
+        failed += len(bad)
+    return failed
+
+
 def check() -> int:
     t = Target()
     diffs = compare(t, probe_tokenizers())
@@ -458,6 +588,7 @@ def check() -> int:
             + (": " + " ".join(hex(c) for c in bad[:20]) if bad else "")
         )
         failed += len(bad)
+    failed += check2(t)
     return 1 if failed else 0
 
 
@@ -717,8 +848,9 @@ static inline unsigned emb_uc_ccc(uint32_t cp) {{ return emb_uc_record(cp)[1]; }
         "\n#endif /* EMB_UNICODE_TABLES_H */\n",
         f"""
 /* ---- The second table: graphemes (UAX #29), regex classes (Oniguruma), NFC -------------------
-   About {total2} bytes. Source: the UCD {UCD_VERSION} files (graphemes), Python's unicodedata (letters,
-   numbers, compositions), adjusted to what tokenizers 0.23.3 computes (gen_unicode_tables.py). */
+   About {total2} bytes. Source: the UCD {UCD_VERSION} files (graphemes), Python's unicodedata
+   (letters, numbers, compositions), adjusted to what tokenizers 0.23.3 computes
+   (gen_unicode_tables.py). */
 typedef enum emb_uc_gcb {{
 {gcb_enum}
 }} emb_uc_gcb;
@@ -728,11 +860,11 @@ enum emb_uc_prop2 {{
     EMB_UC_P2_INCB_SHIFT = {P2_INCB_SHIFT},    /* Indic_Conjunct_Break, 2 bits: emb_uc_incb */
     EMB_UC_P2_LETTER = 0x{P2_LETTER:03x},     /* \\p{{L}} */
     EMB_UC_P2_NUMBER = 0x{P2_NUMBER:03x},     /* \\p{{N}} */
-    EMB_UC_P2_COMP2 = 0x{P2_COMP2:03x},      /* the second character of some canonical composition */
+    EMB_UC_P2_COMP2 = 0x{P2_COMP2:03x},      /* second character of a canonical composition */
 }};
 typedef enum emb_uc_incb {{
-    EMB_UC_INCB_NONE = {INCB_NONE}, EMB_UC_INCB_LINKER = {INCB_LINKER}, EMB_UC_INCB_CONSONANT = {INCB_CONSONANT},
-    EMB_UC_INCB_EXTEND = {INCB_EXTEND},
+    EMB_UC_INCB_NONE = {INCB_NONE}, EMB_UC_INCB_LINKER = {INCB_LINKER},
+    EMB_UC_INCB_CONSONANT = {INCB_CONSONANT}, EMB_UC_INCB_EXTEND = {INCB_EXTEND},
 }} emb_uc_incb;
 #define EMB_UC_P2_SHIFT1 {p_shift1}
 #define EMB_UC_P2_SHIFT2 {p_shift2}
