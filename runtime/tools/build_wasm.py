@@ -242,7 +242,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--only", choices=[*VARIANTS, "kernels_test"], action="append")
+    ap.add_argument("--only", choices=[*VARIANTS, "kernels_test", "tokenizer_test"], action="append")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     src = ROOT / "runtime" / "src"
@@ -278,6 +278,17 @@ def main() -> None:
             [],
         )
         optimize(raw, OUT / "kernels_test.wasm")
+    if not args.only or "tokenizer_test" in args.only:
+        tokenizer = ["tokenizer", "normalizer", "pre_tokenizer", "wordpiece", "unigram", "bpe",
+                     "post_processor", "unicode_tables", "tokenizer_bundle", "bundle"]
+        raw = compile_and_link(
+            "tokenizer_test",
+            [*(src / f"{n}.c" for n in tokenizer), src / "platform_wasm.c",
+             ROOT / "tests" / "runtime" / "test_tokenizer_wasm.c"],
+            ["-msimd128"],
+            [],
+        )
+        optimize(raw, OUT / "tokenizer_test.wasm")
     versions = [
         "zig " + run([sys.executable, "-m", "ziglang", "version"]).strip(),
         run([*zig_cc(), "--version"]).splitlines()[0],

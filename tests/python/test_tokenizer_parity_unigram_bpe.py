@@ -154,6 +154,16 @@ class CTokenizer:
                 out[2 * i], out[2 * i + 1] = vals[2 * k], vals[2 * k + 1]
         return out
 
+    def encode_raw(self, a: bytes) -> tuple[int, list[int], list[int], list[int]]:
+        """(status, ids, type ids, byte offsets) of one text, as the engine returns them."""
+        n, full = ctypes.c_size_t(), ctypes.c_size_t()
+        status = self.lib.emb_tokenizer_encode_ex(
+            self.handle, a, len(a), None, 0, 1, self.ids, self.types, self.offsets, self.cap,
+            ctypes.byref(n), ctypes.byref(full),
+        )
+        k = n.value if status == EMB_STATUS_OK else 0
+        return status, self.ids[:k], self.types[:k], self.offsets[: 2 * k]
+
     # set by the pair test: the positions of each text's tokens in a pair's result
     first_of_pair: Any = None
     second_of_pair: Any = None
@@ -405,6 +415,42 @@ def test_sanitizers(tmp_path: Path, kind: str, words: list[str]) -> None:
     assert pos == len(out)
     want = hf_results(hf_tokenizer(kind), [d.decode("utf-8", "replace") for d in data])
     assert_same(data, got, want)
+
+
+def test_wasm_tokenizes_as_native(c_tok: CTokenizer, words: list[str], kind: str) -> None:
+    """build/wasm/tokenizer_test.wasm (the same sources for wasm32) under wasmtime: the same ids,
+    type ids and offsets as the native build, text for text."""
+    wasmtime = pytest.importorskip("wasmtime", reason="pip install wasmtime")
+    path = REPO / "build" / "wasm" / "tokenizer_test.wasm"
+    if not path.is_file():
+        pytest.skip("build/wasm/tokenizer_test.wasm not built (./build.sh wasm)")
+    store = wasmtime.Store(wasmtime.Engine())
+    ex = wasmtime.Instance(store, wasmtime.Module.from_file(store.engine, str(path)), []).exports(
+        store)
+    memory, alloc = ex["memory"], ex["emb_test_alloc"]
+
+    def put(data: bytes) -> int:
+        ptr = alloc(store, max(len(data), 1))
+        memory.write(store, data, ptr)
+        return int(ptr)
+
+    tok = ex["emb_test_tokenizer"](store, put(c_tok.bundle), len(c_tok.bundle), c_tok.n_vocab,
+                                   MAX_LENGTH)
+    assert tok != 0
+    cap = 4096
+    ids, types, offs, counts = (alloc(store, 4 * cap), alloc(store, 4 * cap),
+                                alloc(store, 8 * cap), alloc(store, 8))
+    texts = [t.encode("utf-8") for t in EXAMPLES + random_texts(3000, SEED + 9, words)]
+    texts += random_bytes(500, SEED + 10, random_texts(200, SEED + 11, words))
+    buf = alloc(store, max(len(t) for t in texts) + 1)
+    for t in texts:
+        memory.write(store, t, buf)
+        status = ex["emb_test_encode"](store, tok, buf, len(t), 0, 0, ids, types, offs, cap, counts)
+        n = struct.unpack("<I", memory.read(store, counts, counts + 4))[0] if status == 0 else 0
+        got = (status, list(struct.unpack(f"<{n}i", memory.read(store, ids, ids + 4 * n))),
+               list(struct.unpack(f"<{n}i", memory.read(store, types, types + 4 * n))),
+               list(struct.unpack(f"<{2 * n}I", memory.read(store, offs, offs + 8 * n))))
+        assert got == c_tok.encode_raw(t), t
 
 
 # --- the bundle writer refuses what the engine does not implement ------------------------------
