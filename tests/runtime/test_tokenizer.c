@@ -343,8 +343,107 @@ static void test_minilm(const char *path) {
     free(vocab);
 }
 
+/* A tiny Unigram and a tiny byte-level BPE built from their specs: pieces, unknowns, byte
+   fallback, merges by rank, added tokens with lstrip, templates, truncation, offsets. */
+static void test_general(void) {
+    static const char uvocab[] = "<unk>" "<s>" "</s>" "\xe2\x96\x81" "\xe2\x96\x81" "ab" "\xe2\x96\x81" "a" "b" "c" "<0x7A>";
+    /* ids: 0 <unk>, 1 <s>, 2 </s>, 3 ▁, 4 ▁ab, 5 ▁a, 6 b, 7 c, 8 <0x7A> */
+    static const int32_t uoff[] = {0, 5, 8, 12, 15, 20, 24, 25, 26, 32};
+    static const double scores[] = {0, 0, 0, -3, -1, -2, -2, -2, -9};
+    emb_tokenizer_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.type = EMB_TOKENIZER_TYPE_UNIGRAM;
+    sp.vocab = (const uint8_t *)uvocab;
+    sp.vocab_offsets = uoff;
+    sp.n_vocab = sp.n_model = 9;
+    sp.scores = scores;
+    sp.unk_id = 0;
+    sp.byte_fallback = 1;
+    sp.pre_tokenizers[0].op = EMB_PRE_TOKENIZER_OP_METASPACE;
+    sp.pre_tokenizers[0].replacement = 0x2581;
+    sp.pre_tokenizers[0].prepend = EMB_PREPEND_ALWAYS;
+    sp.pre_tokenizers[0].split = 1;
+    sp.n_pre_tokenizers = 1;
+    const int32_t single[3][2] = {{1, 0}, {EMB_TEMPLATE_A, 0}, {2, 0}};
+    memcpy(sp.single, single, sizeof single);
+    sp.n_single = 3;
+    sp.max_length = 6;
+    emb_tokenizer *tok = NULL;
+    CHECK(emb_tokenizer_init_spec(&tok, &sp) == EMB_STATUS_OK);
+    int32_t ids[16];
+    uint32_t offs[32];
+    size_t n = 0, full = 0;
+    /* "ab cz": ▁ab (best: -1 beats ▁a + b), ▁ + c, z unknown -> byte fallback <0x7A> */
+    CHECK(emb_tokenizer_encode_ex(tok, "ab cz", 5, NULL, 0, 1, ids, NULL, offs, 16, &n, &full) == EMB_STATUS_OK);
+    {
+        const int32_t want[] = {1, 4, 3, 7, 8, 2};
+        const uint32_t woff[] = {0, 0, 0, 2, 2, 3, 3, 4, 4, 5, 0, 0};
+        CHECK(n == 6 && full == 6 && memcmp(ids, want, sizeof want) == 0 && memcmp(offs, woff, sizeof woff) == 0);
+    }
+    CHECK(emb_tokenizer_encode_ex(tok, "ab cz b", 7, NULL, 0, 1, ids, NULL, NULL, 16, &n, &full) == EMB_STATUS_OK);
+    CHECK(n == 6 && full == 8 && ids[5] == 2);   /* truncated to 6, </s> last */
+    CHECK(emb_tokenizer_encode_ex(tok, "ab cz b", 7, NULL, 0, 0, ids, NULL, NULL, 16, &n, &full) == EMB_STATUS_TOO_LONG);
+    CHECK(emb_tokenizer_encode_ex(tok, "ab", 2, "ab", 2, 1, ids, NULL, NULL, 16, &n, &full) == EMB_STATUS_UNSUPPORTED);
+    emb_tokenizer_free(tok);
+    sp.unk_id = 99;   /* outside the model */
+    CHECK(emb_tokenizer_init_spec(&tok, &sp) == EMB_STATUS_CORRUPT && tok == NULL);
+    sp.unk_id = 0;
+    sp.n_single = 0;   /* a template without $A */
+    CHECK(emb_tokenizer_init_spec(&tok, &sp) == EMB_STATUS_CORRUPT);
+
+    /* byte-level BPE: a b merge to ab, ab c to abc; "<m>" an added token with lstrip */
+    static const char bvocab[] = "abcababc" "\xc4\xa0" "<m>";
+    static const int32_t boff[] = {0, 1, 2, 3, 5, 8, 10, 13};
+    static const int32_t merges[] = {0, 1, 3, 3, 2, 4};
+    emb_added_spec add = {6, EMB_ADDED_LSTRIP | EMB_ADDED_SPECIAL, (const uint8_t *)"<m>", 3};
+    memset(&sp, 0, sizeof sp);
+    sp.type = EMB_TOKENIZER_TYPE_BPE;
+    sp.vocab = (const uint8_t *)bvocab;
+    sp.vocab_offsets = boff;
+    sp.n_vocab = 7;
+    sp.n_model = 6;
+    sp.unk_id = -1;
+    sp.merges = merges;
+    sp.n_merges = 2;
+    sp.added = &add;
+    sp.n_added = 1;
+    sp.pre_tokenizers[0].op = EMB_PRE_TOKENIZER_OP_BYTE_LEVEL;
+    sp.pre_tokenizers[0].use_regex = 1;
+    sp.n_pre_tokenizers = 1;
+    const int32_t only_a[1][2] = {{EMB_TEMPLATE_A, 0}};
+    memcpy(sp.single, only_a, sizeof only_a);
+    sp.n_single = 1;
+    sp.max_length = 64;
+    CHECK(emb_tokenizer_init_spec(&tok, &sp) == EMB_STATUS_OK);
+    /* "abc x <m>": abc; Ġ then x unknown (no unk token: dropped); " <m>" with its space */
+    CHECK(emb_tokenizer_encode_ex(tok, "abc x <m>", 9, NULL, 0, 1, ids, NULL, offs, 16, &n, &full) == EMB_STATUS_OK);
+    {
+        const int32_t want[] = {4, 5, 6};
+        const uint32_t woff[] = {0, 3, 3, 4, 5, 9};
+        CHECK(n == 3 && memcmp(ids, want, sizeof want) == 0 && memcmp(offs, woff, sizeof woff) == 0);
+    }
+    emb_tokenizer_free(tok);
+
+    /* offsets in characters: code points and UTF-16 units, invalid bytes as one U+FFFD */
+    {
+        uint32_t o[] = {0, 1, 3, 7, 8, 9};
+        CHECK(emb_utf8_offsets_to_chars("a\xc3\xa9\xf0\x9f\x98\x80\xffz", 9, o, 6, 0) == EMB_STATUS_OK);
+        const uint32_t w[] = {0, 1, 2, 3, 4, 5};
+        CHECK(memcmp(o, w, sizeof w) == 0);
+        uint32_t u[] = {7, 3, 2};
+        CHECK(emb_utf8_offsets_to_chars("a\xc3\xa9\xf0\x9f\x98\x80\xffz", 9, u, 3, 1) == EMB_STATUS_OK);
+        CHECK(u[0] == 4 && u[1] == 2 && u[2] == 1);   /* the emoji is 2 units; inside é: its start */
+        uint32_t bad[] = {10};
+        CHECK(emb_utf8_offsets_to_chars("abc", 3, bad, 1, 0) == EMB_STATUS_INVALID_ARGUMENT);
+    }
+    /* a charsmap that does not fit together is refused */
+    CHECK(!emb_charsmap_valid((const uint8_t *)"\x08\0\0\0abcd", 8));
+    CHECK(!emb_charsmap_valid((const uint8_t *)"\x03\0\0\0abcdefg", 11));
+}
+
 int main(int argc, char **argv) {
     test_utf8();
+    test_general();
     test_normalizer();
     test_pre_tokenizer();
     test_pipeline();
