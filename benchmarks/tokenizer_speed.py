@@ -43,7 +43,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "runtime" / "tools"))
-from tokenizer_bundles import tokenizer_bundle  # noqa: E402
+from tokenizer_bundles import tokenizer_bundle  # type: ignore[import-not-found]  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
 SRC = ROOT / "runtime" / "src"
