@@ -154,7 +154,9 @@ def test_completed_event_is_signed_and_retried_on_500_until_delivered(
     assert webhook["event_id"] == events[0]["id"] and webhook["event_type"] == "batch.completed"
 
 
-def test_failed_and_cancelled_batches_send_their_events(server: Any, receiver: Receiver) -> None:
+def test_failed_cancelled_and_expired_batches_send_their_events(
+    server: Any, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     receiver.script()
     with client(server.url, KEY_2) as c:
         failed = submit(c, ["not json"], f"{receiver.url}/hooks/failed")
@@ -171,6 +173,15 @@ def test_failed_and_cancelled_batches_send_their_events(server: Any, receiver: R
         assert done["status"] == "cancelled"
     (r,) = to("/hooks/cancelled")(receiver.wait_for(lambda rs: to("/hooks/cancelled")(rs)))
     check_event(r, SECRET_1, batch.id, "batch.cancelled")
+    # A batch past its completion window when it starts: expired, with nothing answered.
+    monkeypatch.setattr("edgembed.jobs.store.COMPLETION_WINDOW_S", -1)
+    with client(server.url, KEY_2) as c:
+        late = submit(c, [request_line("a", {"input": "too late"})],
+                      f"{receiver.url}/hooks/expired")
+        done = wait_batch(c, late.id, hooked(("delivered",)))
+        assert done["status"] == "expired" and done["request_counts"]["completed"] == 0
+    (r,) = to("/hooks/expired")(receiver.wait_for(lambda rs: to("/hooks/expired")(rs)))
+    check_event(r, SECRET_2, late.id, "batch.expired")
 
 
 def test_gives_up_after_the_schedule_at_410_and_never_follows_a_redirect(

@@ -287,8 +287,9 @@ class WebhookSender:
             await self._attempt(batch)
         except asyncio.CancelledError:
             raise
-        except Exception:  # the database: the delivery stays pending, tried at the next poll
+        except Exception:  # the database: the delivery stays pending, tried after a poll
             _log.exception("the webhook of %s could not be sent", batch.id)
+            await asyncio.sleep(self.poll_s)
         finally:
             self._sending.pop(batch.id, None)
             self._wake.set()
