@@ -28,6 +28,7 @@ typedef struct emb_gadded {
 
 struct emb_tokenizer {
     int32_t type;                  /* emb_tokenizer_type */
+    int32_t streaming;             /* WordPiece from emb_tokenizer_init[_ex]: ids alone stream */
     emb_tokenizer_config cfg;
     const uint8_t *vocab;          /* (vocab_len) caller's bytes: tokens separated by '\n' */
     emb_vocab_entry *tokens;       /* (n_tokens) id -> text (WordPiece; the others read offsets) */
@@ -188,6 +189,7 @@ static emb_status init_common(emb_tokenizer **out, const emb_tokenizer_config *c
     emb_tokenizer *tok = (emb_tokenizer *)emb_alloc(sizeof(emb_tokenizer));
     if (!tok) return EMB_STATUS_OUT_OF_MEMORY;
     emb_memset(tok, 0, sizeof(*tok));
+    tok->streaming = 1;
     tok->cfg = *cfg;
     tok->vocab = (const uint8_t *)vocab;
     *tok_out = tok;
@@ -358,7 +360,7 @@ static void encode_added(void *ctx, int32_t id) { emb_id_sink_push(&((encode_sta
 emb_status emb_tokenizer_encode(const emb_tokenizer *tok, const char *utf8, size_t len, int truncate,
                                 int32_t *ids, size_t cap, size_t *n_ids, size_t *n_full) {
     if (!tok || !n_ids || (!utf8 && len) || (!ids && cap)) return EMB_STATUS_INVALID_ARGUMENT;
-    if (tok->type != EMB_TOKENIZER_TYPE_WORDPIECE) {
+    if (!tok->streaming) {
         return emb_tokenizer_encode_ex(tok, utf8, len, NULL, 0, truncate, ids, NULL, NULL, cap, n_ids, n_full);
     }
     encode_state st;
@@ -672,7 +674,14 @@ emb_status emb_tokenizer_init_spec(emb_tokenizer **out, const emb_tokenizer_spec
     if (!out) return EMB_STATUS_INVALID_ARGUMENT;
     *out = NULL;
     if (!spec || !spec->vocab_offsets || (!spec->vocab && spec->n_vocab)) return EMB_STATUS_INVALID_ARGUMENT;
-    if (spec->type != EMB_TOKENIZER_TYPE_UNIGRAM && spec->type != EMB_TOKENIZER_TYPE_BPE) return EMB_STATUS_UNSUPPORTED;
+    if (spec->type != EMB_TOKENIZER_TYPE_UNIGRAM && spec->type != EMB_TOKENIZER_TYPE_BPE &&
+        spec->type != EMB_TOKENIZER_TYPE_WORDPIECE) {
+        return EMB_STATUS_UNSUPPORTED;
+    }
+    if (spec->type == EMB_TOKENIZER_TYPE_WORDPIECE &&
+        (spec->unk_id < 0 || spec->max_input_chars_per_word < 0)) {
+        return EMB_STATUS_CORRUPT;
+    }
     if (spec->n_normalizers > EMB_TOKENIZER_MAX_STEPS || spec->n_pre_tokenizers > EMB_TOKENIZER_MAX_STEPS) {
         return EMB_STATUS_UNSUPPORTED;
     }
@@ -694,9 +703,11 @@ emb_status emb_tokenizer_init_spec(emb_tokenizer **out, const emb_tokenizer_spec
     tok->spec.added = NULL;   /* copied into gadded */
     tok->cfg.max_length = spec->max_length;
     tok->cfg.unk_id = spec->unk_id;
+    tok->cfg.max_input_chars_per_word = spec->max_input_chars_per_word;
     emb_status st = build_general_vocab(tok, spec);
     if (st == EMB_STATUS_OK) st = build_general_added(tok, spec);
-    if (st == EMB_STATUS_OK) st = spec->type == EMB_TOKENIZER_TYPE_UNIGRAM ? emb_unigram_init(tok) : emb_bpe_init(tok);
+    if (st == EMB_STATUS_OK && spec->type == EMB_TOKENIZER_TYPE_UNIGRAM) st = emb_unigram_init(tok);
+    if (st == EMB_STATUS_OK && spec->type == EMB_TOKENIZER_TYPE_BPE) st = emb_bpe_init(tok);
     if (st != EMB_STATUS_OK) {
         emb_tokenizer_free(tok);
         return st;
@@ -855,7 +866,7 @@ emb_status emb_tokenizer_encode_ex(const emb_tokenizer *tok, const char *a, size
     if (!tok || !n_ids || (!a && a_len) || (!b && b_len) || (!ids && cap)) return EMB_STATUS_INVALID_ARGUMENT;
     *n_ids = 0;
     if (n_full) *n_full = 0;
-    if (tok->type == EMB_TOKENIZER_TYPE_WORDPIECE && !b && !type_ids && !offsets) {
+    if (tok->streaming && !b && !type_ids && !offsets) {
         return emb_tokenizer_encode(tok, a, a_len, truncate, ids, cap, n_ids, n_full);   /* the streaming path */
     }
     emb_scratch sc;

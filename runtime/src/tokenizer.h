@@ -206,6 +206,7 @@ typedef enum emb_normalizer_op {
     EMB_NORMALIZER_OP_LOWERCASE = 5,
     EMB_NORMALIZER_OP_PREPEND = 6,       /* content before a non-empty text */
     EMB_NORMALIZER_OP_BERT = 7,          /* BertNormalizer; a: EMB_BERT_* flags */
+    EMB_NORMALIZER_OP_COUNT = 8,
 } emb_normalizer_op;
 enum { EMB_BERT_CLEAN_TEXT = 1, EMB_BERT_CHINESE = 2, EMB_BERT_STRIP_ACCENTS = 4, EMB_BERT_LOWERCASE = 8 };
 typedef enum emb_replace_kind {
@@ -227,6 +228,7 @@ typedef enum emb_pre_tokenizer_op {
     EMB_PRE_TOKENIZER_OP_BYTE_LEVEL = 3, /* add_prefix_space, use_regex (GPT-2's) */
     EMB_PRE_TOKENIZER_OP_SPLIT = 4,      /* pattern (EMB_PATTERN_*, or a literal), behavior, invert */
     EMB_PRE_TOKENIZER_OP_BERT = 5,       /* BertPreTokenizer */
+    EMB_PRE_TOKENIZER_OP_COUNT = 6,
 } emb_pre_tokenizer_op;
 typedef enum emb_prepend_scheme { EMB_PREPEND_NEVER = 0, EMB_PREPEND_FIRST = 1, EMB_PREPEND_ALWAYS = 2 } emb_prepend_scheme;
 typedef enum emb_pattern {
@@ -286,6 +288,7 @@ typedef struct emb_tokenizer_spec {
     const int32_t *merges;               /* bpe: (n_merges, 3) left id, right id, merged id; rank = row */
     size_t n_merges;
     int32_t fuse_unk, ignore_merges;     /* bpe */
+    int32_t max_input_chars_per_word;    /* wordpiece: longer words are unk_id */
     const emb_added_spec *added;         /* (n_added) copied at init, text referenced */
     size_t n_added;
     emb_normalizer_step normalizers[EMB_TOKENIZER_MAX_STEPS];
@@ -303,7 +306,8 @@ typedef struct emb_tokenizer_spec {
     int32_t truncate_left;               /* tokenizers' direction "left": keep the last ids */
 } emb_tokenizer_spec;
 
-/* Builds a Unigram or BPE tokenizer. Checks every id and offset (CORRUPT for tables that do not
+/* Builds a Unigram, BPE or WordPiece tokenizer of the general pipeline (WordPiece with steps:
+   tokenizer.json files the streaming WordPiece cannot run, e.g. other added tokens). Checks every id and offset (CORRUPT for tables that do not
    fit together, UNSUPPORTED for an option this build does not have, OUT_OF_MEMORY). */
 emb_status emb_tokenizer_init_spec(emb_tokenizer **out, const emb_tokenizer_spec *spec);
 

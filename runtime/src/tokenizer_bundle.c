@@ -131,8 +131,10 @@ static size_t word_list(const emb_str *v, const char *const *names, int n_names,
     return n;
 }
 
-static const char *const NORMALIZERS[] = {"", "precompiled", "nfc", "strip", "replace", "lowercase", "prepend"};
-static const char *const PRE_TOKENIZERS[] = {"", "whitespace_split", "metaspace", "byte_level", "split"};
+static const char *const NORMALIZERS[EMB_NORMALIZER_OP_COUNT] = {"",          "precompiled", "nfc",     "strip",
+                                                                 "replace",   "lowercase",   "prepend", "bert"};
+static const char *const PRE_TOKENIZERS[EMB_PRE_TOKENIZER_OP_COUNT] = {"", "whitespace_split", "metaspace",
+                                                                       "byte_level", "split", "bert"};
 static const char *const PREPEND[] = {"never", "first", "always"};
 static const char *const PATTERNS[] = {"literal", "gpt2", "cl100k", "qwen2"};
 static const char *const BEHAVIORS[] = {"removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"};
@@ -187,7 +189,11 @@ static emb_status general_from_bundle(emb_tokenizer **out, const emb_bundle *b, 
         (s = meta_flag(b, "tokenizer.trim_add_prefix_space", &spec.trim_add_prefix_space))) {
         return s;
     }
-    if (type == EMB_TOKENIZER_TYPE_UNIGRAM) {
+    if (type == EMB_TOKENIZER_TYPE_WORDPIECE) {
+        if ((s = emb_bundle_meta_int(b, "tokenizer.max_input_chars_per_word", 0, 1 << 20, &spec.max_input_chars_per_word))) {
+            return s;
+        }
+    } else if (type == EMB_TOKENIZER_TYPE_UNIGRAM) {
         const emb_tensor *sc = emb_bundle_tensor(b, "tokenizer.scores");
         if (!sc || sc->dtype != EMB_DTYPE_F64 || sc->ndim != 1 || sc->shape[0] != n_model) return EMB_STATUS_CORRUPT;
         spec.scores = (const double *)sc->data;
@@ -240,7 +246,7 @@ static emb_status general_from_bundle(emb_tokenizer **out, const emb_bundle *b, 
     /* normalizer and pre-tokenizer steps */
     int bad = 0;
     int32_t ops[EMB_TOKENIZER_MAX_STEPS];
-    spec.n_normalizers = word_list(emb_bundle_meta(b, "tokenizer.normalizers"), NORMALIZERS, 7, ops,
+    spec.n_normalizers = word_list(emb_bundle_meta(b, "tokenizer.normalizers"), NORMALIZERS, EMB_NORMALIZER_OP_COUNT, ops,
                                    EMB_TOKENIZER_MAX_STEPS, &bad);
     for (size_t k = 0; k < spec.n_normalizers && !bad; k++) {
         emb_normalizer_step *st = &spec.normalizers[k];
@@ -261,10 +267,18 @@ static emb_status general_from_bundle(emb_tokenizer **out, const emb_bundle *b, 
             else bad = 1;
         } else if (st->op == EMB_NORMALIZER_OP_PRECOMPILED) {
             if (!emb_charsmap_valid(st->data, st->data_len)) s = EMB_STATUS_CORRUPT;
+        } else if (st->op == EMB_NORMALIZER_OP_BERT) {
+            static const char *const flags[4] = {"clean_text", "handle_chinese_chars", "strip_accents", "lowercase"};
+            for (int f = 0; f < 4 && s == EMB_STATUS_OK; f++) {
+                int32_t on = 0;
+                s = emb_bundle_meta_bool(b, key2(&r, "normalizers", k, flags[f]), &on);
+                if (on) st->a |= 1 << f;   /* EMB_BERT_CLEAN_TEXT, _CHINESE, _STRIP_ACCENTS, _LOWERCASE */
+            }
+            if (s != EMB_STATUS_OK) break;
         }
     }
     if (s == EMB_STATUS_OK && !bad) {
-        spec.n_pre_tokenizers = word_list(emb_bundle_meta(b, "tokenizer.pre_tokenizers"), PRE_TOKENIZERS, 5, ops,
+        spec.n_pre_tokenizers = word_list(emb_bundle_meta(b, "tokenizer.pre_tokenizers"), PRE_TOKENIZERS, EMB_PRE_TOKENIZER_OP_COUNT, ops,
                                           EMB_TOKENIZER_MAX_STEPS, &bad);
     }
     for (size_t k = 0; k < spec.n_pre_tokenizers && !bad && s == EMB_STATUS_OK; k++) {
@@ -309,7 +323,9 @@ emb_status emb_tokenizer_from_bundle(emb_tokenizer **out, const emb_bundle *b, i
                                      int32_t max_length) {
     *out = NULL;
     emb_status s;
-    if (emb_bundle_meta_is(b, "tokenizer", "wordpiece")) {
+    if (emb_bundle_meta_is(b, "tokenizer", "wordpiece") && emb_bundle_meta(b, "tokenizer.normalizers")) {
+        s = general_from_bundle(out, b, vocab_size, max_length, EMB_TOKENIZER_TYPE_WORDPIECE);   /* with steps */
+    } else if (emb_bundle_meta_is(b, "tokenizer", "wordpiece")) {
         s = wordpiece_from_bundle(out, b, vocab_size, max_length);
     } else if (emb_bundle_meta_is(b, "tokenizer", "unigram")) {
         s = general_from_bundle(out, b, vocab_size, max_length, EMB_TOKENIZER_TYPE_UNIGRAM);

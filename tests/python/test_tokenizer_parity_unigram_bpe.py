@@ -417,6 +417,41 @@ def test_sanitizers(tmp_path: Path, kind: str, words: list[str]) -> None:
     assert_same(data, got, want)
 
 
+MODELS = REPO / "tests" / "fixtures" / "models"
+
+
+@pytest.mark.parametrize(
+    "model", sorted(p.parent.name for p in MODELS.glob("*/tokenizer.json")) or ["(none)"]
+)
+def test_tiny_models_tokenizers(lib: ctypes.CDLL, model: str) -> None:
+    """Every tokenizer of tests/fixtures/models/ (one per encoder family, WordPiece variants the
+    streaming WordPiece cannot run among them: MPNet's added tokens, a Lowercase before
+    BertNormalizer) bundles and gives tokenizers' ids, type ids and offsets, one text or a pair."""
+    if model == "(none)":
+        pytest.skip("no tests/fixtures/models/*/tokenizer.json")
+    c = CTokenizer(lib, MODELS / model, 128)
+    hf = Tokenizer.from_file(str(MODELS / model / "tokenizer.json"))
+    hf.no_padding()
+    hf.enable_truncation(128)
+    spec = json.loads((MODELS / model / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = list(spec["model"]["vocab"])[:3000]
+    words = [(w[0] if isinstance(w, list) else w).removeprefix("##").replace("\u2581", "")
+             for w in vocab]
+    texts = random_texts(800, SEED + 13, [w for w in words if w.strip()])
+    try:
+        assert_same(texts, c_results(c, texts), hf_results(hf, texts))
+        for a, b in zip(texts[:150], texts[150:300], strict=True):
+            e = hf.encode(a, b)
+            seq = e.sequence_ids
+            c.first_of_pair = lambda n, s=seq: [i for i in range(n) if s[i] == 0]
+            c.second_of_pair = lambda n, s=seq: [i for i in range(n) if s[i] == 1]
+            status, _, got = c.encode(a, b)
+            assert status == EMB_STATUS_OK and got == (
+                e.ids, e.type_ids, [tuple(o) for o in e.offsets]), (a, b)
+    finally:
+        c.close()
+
+
 def test_wasm_tokenizes_as_native(c_tok: CTokenizer, words: list[str], kind: str) -> None:
     """build/wasm/tokenizer_test.wasm (the same sources for wasm32) under wasmtime: the same ids,
     type ids and offsets as the native build, text for text."""

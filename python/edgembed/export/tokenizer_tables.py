@@ -41,7 +41,21 @@ def tokenizer_tables(
         kind = (spec.get("model") or {}).get("type")
         if kind in ("Unigram", "BPE"):
             return _general_tables(tj, spec)
+        if kind == "WordPiece":
+            try:
+                words, flags = _read_tokenizer(hf_dir)
+            except UnsupportedArchitecture:
+                # beyond the streaming WordPiece (other added tokens, lstrip, a normalizer
+                # Sequence, …): the general pipeline's steps, or its own refusal
+                return _general_tables(tj, spec)
+            return _wordpiece_tables(words, flags)
     words, flags = _read_tokenizer(hf_dir)
+    return _wordpiece_tables(words, flags)
+
+
+def _wordpiece_tables(
+    words: list[str], flags: dict[str, int]
+) -> tuple[dict[str, str], list[tuple[str, npt.NDArray[Any]]], int]:
     meta = {
         "tokenizer": "wordpiece",
         "tokenizer.lowercase": _yes(flags["lowercase"]),
@@ -238,6 +252,14 @@ def _normalizer_tables(
             ops.append("nfc")
         elif kind == "Lowercase":
             ops.append("lowercase")
+        elif kind == "BertNormalizer":
+            ops.append("bert")
+            lower = bool(n.get("lowercase", True))
+            strip = n.get("strip_accents")
+            meta[key + ".clean_text"] = _yes(n.get("clean_text", True))
+            meta[key + ".handle_chinese_chars"] = _yes(n.get("handle_chinese_chars", True))
+            meta[key + ".strip_accents"] = _yes(lower if strip is None else bool(strip))
+            meta[key + ".lowercase"] = _yes(lower)
         elif kind == "Strip":
             ops.append("strip")
             meta[key + ".left"] = _yes(n.get("strip_left", True))
@@ -273,6 +295,8 @@ def _pre_tokenizer_tables(
         kind, key = p.get("type"), f"tokenizer.pre_tokenizers.{k}"
         if kind == "WhitespaceSplit":
             ops.append("whitespace_split")
+        elif kind == "BertPreTokenizer":
+            ops.append("bert")
         elif kind == "Metaspace":
             scheme = p.get("prepend_scheme", "always")
             if p.get("add_prefix_space") is False:  # tokenizers' reading of the old field
@@ -375,7 +399,22 @@ def _general_tables(
     meta: dict[str, str] = {"tokenizer": kind.lower()}
     tensors: list[tuple[str, Any]] = []
     texts: dict[int, str] = {}
-    if kind == "Unigram":
+    if kind == "WordPiece":
+        if model.get("continuing_subword_prefix", "##") != "##":
+            prefix = model["continuing_subword_prefix"]
+            raise _refuse(tj, f"WordPiece continuing_subword_prefix {prefix!r}")
+        token_id = {str(t): int(i) for t, i in (model.get("vocab") or {}).items()}
+        if not token_id:
+            raise InvalidModelDir(f"{tj}: the WordPiece vocabulary is empty")
+        unk = model.get("unk_token", "[UNK]")
+        if unk not in token_id:
+            raise InvalidModelDir(f"{tj}: the unk_token {unk!r} is not in the vocabulary")
+        n_model = max(token_id.values()) + 1
+        texts = {i: t for t, i in token_id.items()}
+        meta["tokenizer.unk_id"] = str(token_id[unk])
+        meta["tokenizer.max_input_chars_per_word"] = str(int(model.get("max_input_chars_per_word",
+                                                                          100)))
+    elif kind == "Unigram":
         vocab = [(str(p), float(sc)) for p, sc in model.get("vocab") or []]
         if not vocab:
             raise InvalidModelDir(f"{tj}: the Unigram vocabulary is empty")
