@@ -150,16 +150,17 @@ def test_writer_errors(hf_model_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        {"id": 30522, "content": "<url>", "special": True},  # beyond the WordPiece vocabulary
         {"id": 1037, "content": "a", "special": False},  # an ordinary word made an added token
         {"id": 103, "content": "[MASK]", "special": True, "lstrip": True},  # matched differently
+        {"id": 30522, "content": "<url>", "special": True},  # beyond the embedding's rows
     ],
 )
-def test_writer_refuses_added_tokens_the_engine_would_split(
+def test_added_tokens_beyond_bert_s_own(
     hf_model_dir: Path, tmp_path: Path, change: dict[str, Any]
 ) -> None:
-    """The engine knows only the standard BERT special tokens; a tokenizer.json with others
-    would give other ids than Hugging Face tokenizers, so it is refused with the way out."""
+    """Added tokens other than BERT's standard ones take the engine's general pipeline (not its
+    streaming WordPiece) and give the ids of Hugging Face tokenizers; an id the embedding has no
+    row for is refused."""
     d = tmp_path / "m"
     d.mkdir()
     shutil.copy(hf_model_dir / "config.json", d / "config.json")
@@ -169,6 +170,23 @@ def test_writer_refuses_added_tokens_the_engine_would_split(
     added = [a for a in tok["added_tokens"] if a["id"] != change["id"]]
     tok["added_tokens"] = [*added, {**base, **change}]
     (d / "tokenizer.json").write_text(json.dumps(tok), encoding="utf-8")
-    with pytest.raises(UnsupportedArchitecture, match=r"added token .* backend='onnx'"):
-        write_bundle(d, tmp_path / "x.emb")
+    if change["id"] >= 30522:
+        with pytest.raises(InvalidModelDir, match="ids up to 30522"):
+            write_bundle(d, tmp_path / "x.emb")
+        return
+    info = write_bundle(d, tmp_path / "x.emb")
+    assert info["tokenizer"] == "wordpiece" and "tokenizer.normalizers" in info
+    from tokenizers import Tokenizer
+
+    from edgembed.backends.native import NativeBackend, native_available
+
+    if not native_available()[0]:
+        pytest.skip("the native engine is not built (./build.sh native)")
+    hf = Tokenizer.from_file(str(d / "tokenizer.json"))
+    hf.no_padding()
+    hf.enable_truncation(256)
+    texts = ["a cat and a dog", "x [MASK] y", "x[MASK]y  [MASK]", "banana a-a", ""]
+    engine = NativeBackend(tmp_path / "x.emb")
+    assert engine.tokenize(texts) == [e.ids for e in hf.encode_batch(texts)]
+    engine.close()
 

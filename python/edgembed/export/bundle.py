@@ -190,8 +190,9 @@ def write_bundle(
         raise UnsupportedArchitecture(
             f"hidden size {c} / FFN size {f} must be multiples of {BLOCK}"
         )
-    # WordPiece vocabularies are the embedding's rows; Unigram / BPE ones may be fewer (padded)
-    if n_tokens > v or (tok_meta["tokenizer"] == "wordpiece" and n_tokens != v):
+    # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
+    streaming = tok_meta["tokenizer"] == "wordpiece" and "tokenizer.normalizers" not in tok_meta
+    if n_tokens > v or (streaming and n_tokens != v):
         raise InvalidModelDir(f"{hf_dir}: vocabulary has {n_tokens} tokens, config says {v}")
     if not 2 <= max_length <= p:
         raise InvalidModelDir(
