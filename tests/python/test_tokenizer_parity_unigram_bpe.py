@@ -494,6 +494,39 @@ def test_wasm_tokenizes_as_native(c_tok: CTokenizer, words: list[str], kind: str
         assert got == c_tok.encode_raw(t), t
 
 
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    exe = tmp_path_factory.mktemp("driver") / "tokenizer_driver"
+    gcc(["-O2", *CFLAGS, REPO / "tests" / "runtime" / "tokenizer_driver.c", *SOURCES, "-o", exe])
+    return exe
+
+
+@pytest.mark.parametrize("kind", ["xlmr-unigram", "unigram-byte-fallback", "modernbert-bpe"])
+def test_every_code_point_normalizes_alike(driver: Path, tmp_path: Path, kind: str) -> None:
+    """The normalizer steps alone (Precompiled with Strip and Replace; NFC) on every code point,
+    alone, after an "a" and before U+0301 (grapheme clusters: Precompiled looks them up whole):
+    the text of tokenizers' normalizer.normalize_str."""
+    bundle = tmp_path / "t.emb"
+    meta, tensors, n_vocab = tokenizer_tables(FIXTURES / kind)
+    bundle.write_bytes(bundle_bytes(meta, tensors))
+    cps = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    texts = [chr(c) for c in cps] + ["a" + chr(c) for c in cps[::3]]
+    texts += [chr(c) + "\u0301" for c in cps[1::3]] + ["\r\n", "\u0340\u0301", "\ufb00\u0301x"]
+    data = [t.encode("utf-8") for t in texts]
+    out = subprocess.run([driver, "gnormalize", bundle, str(n_vocab)], capture_output=True,
+                         check=True, input=b"".join(struct.pack("<I", len(d)) + d for d in data)
+                         ).stdout
+    norm = Tokenizer.from_file(str(FIXTURES / kind / "tokenizer.json")).normalizer
+    assert norm is not None
+    got, pos = [], 0
+    for _ in texts:
+        (n,) = struct.unpack_from("<I", out, pos)
+        got.append("".join(map(chr, struct.unpack_from(f"<{n}I", out, pos + 4))))
+        pos += 4 + 4 * n
+    assert pos == len(out)
+    assert_same(texts, got, [norm.normalize_str(t) for t in texts])
+
+
 # --- the bundle writer refuses what the engine does not implement ------------------------------
 
 def _with(kind: str, tmp_path: Path, edit: Any) -> Path:

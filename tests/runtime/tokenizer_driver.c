@@ -19,6 +19,8 @@
  *       a Unigram / BPE tokenizer from a tokenizer-only bundle, truncating: per record, int32
  *       status, n_full, n, then n ids, n type ids, 2n byte offsets. With PAIRS = 1 a record is
  *       a pair: uint32 length of the first text, the first text, the second.
+ *   tokenizer_driver gnormalize FILE VOCAB_SIZE  < records > results
+ *       a general tokenizer's normalizer steps alone: per record, uint32 n, n x uint32 code points.
  *   tokenizer_driver bench FILE VOCAB_SIZE MAX_LENGTH ROUNDS  < records > one JSON line
  *       load times and one-thread encode times of any tokenizer in a bundle (benchmarks/tokenizers.py).
  */
@@ -36,6 +38,7 @@ static int usage(void) {
                     "       tokenizer_driver normalize LOWER STRIP CJK CLEAN\n"
                     "       tokenizer_driver kinds\n"
                     "       tokenizer_driver bundle FILE VOCAB_SIZE MAX_LENGTH PAIRS\n"
+                    "       tokenizer_driver gnormalize FILE VOCAB_SIZE\n"
                     "       tokenizer_driver bench FILE VOCAB_SIZE MAX_LENGTH ROUNDS\n");
     return 2;
 }
@@ -224,6 +227,48 @@ static int bundle(char **argv) {
     return 0;
 }
 
+/* The normalizer steps of a general tokenizer on each record: per record, uint32 n then n code
+   points (what tokenizers' normalizer.normalize_str gives, as code points). */
+static int gnormalize(char **argv) {
+    size_t size = 0;
+    char *bytes = read_file(argv[0], &size);
+    if (!bytes) return 1;
+    emb_tokenizer *tok = NULL;
+    if (emb_tokenizer_from_bundle_bytes(&tok, bytes, size, atoi(argv[1]), 512) != EMB_STATUS_OK) return 1;
+    const emb_tokenizer_spec *spec = emb_tokenizer_spec_of(tok);
+    emb_scratch sc;
+    emb_scratch_init(&sc);
+    emb_nchars a = {NULL, 0, 0}, b = {NULL, 0, 0};
+    char *text;
+    uint32_t len;
+    while ((text = read_record(&len)) != NULL) {
+        a.n = 0;
+        size_t pos = 0;
+        while (pos < len) {
+            size_t at = pos;
+            uint32_t cp = emb_utf8_next((const uint8_t *)text, len, &pos);
+            emb_nchars_push(&sc, &a, cp, (uint32_t)at, (uint32_t)pos);
+        }
+        for (size_t k = 0; k < spec->n_normalizers; k++) {
+            b.n = 0;
+            emb_normalizer_run(&spec->normalizers[k], &sc, &a, &b);
+            emb_nchars t = a;
+            a = b;
+            b = t;
+        }
+        if (sc.oom) return 1;
+        put_i32((int32_t)a.n);
+        for (size_t i = 0; i < a.n; i++) put_i32((int32_t)a.v[i].cp);
+        free(text);
+    }
+    free(a.v);
+    free(b.v);
+    emb_scratch_free(&sc);
+    emb_tokenizer_free(tok);
+    free(bytes);
+    return 0;
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -287,6 +332,7 @@ static int bench(char **argv) {
 
 int main(int argc, char **argv) {
     if (argc >= 6 && strcmp(argv[1], "bench") == 0) return bench(argv + 2);
+    if (argc >= 4 && strcmp(argv[1], "gnormalize") == 0) return gnormalize(argv + 2);
     if (argc >= 6 && strcmp(argv[1], "bundle") == 0) return bundle(argv + 2);
     if (argc >= 9 && strcmp(argv[1], "encode") == 0) return encode(argv + 2);
     if (argc >= 7 && strcmp(argv[1], "words") == 0) return words(argv + 2);
