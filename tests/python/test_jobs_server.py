@@ -363,6 +363,12 @@ def test_serve_options_of_object_storage_and_webhooks(tmp_path: Path) -> None:
                                     "EDGEMBED_KEY_SETTINGS": "/etc/keys.json"})
     assert plain is not None and plain.webhook_retries_s == ()
     assert plain.key_settings == Path("/etc/keys.json")
+    (tmp_path / "secret").write_text("whsec_from_a_file\n")
+    from_file = job_settings_from_args(p.parse_args(["--jobs-dir", str(tmp_path),
+                                                     "--webhook-secret-file",
+                                                     str(tmp_path / "secret")]),
+                                       {"EDGEMBED_WEBHOOK_SECRET": "whsec_env"})
+    assert from_file is not None and from_file.webhook_secret == "whsec_from_a_file"
     with pytest.raises(InputError, match="--jobs-dir"):
         job_settings_from_args(p.parse_args(["--allow-storage", "s3://a/x"]), {})
     with pytest.raises(SystemExit):
