@@ -36,8 +36,8 @@ from edgembed.embedder import Embedder  # noqa: E402
 from edgembed.jobs.cli import main  # noqa: E402
 
 MODEL_ARGS = ["--variant", "int8", "--backend", "onnx", "-q"]
-N_ROWS = 160
-CHUNK = 8
+N_ROWS = 240
+CHUNK = 12
 
 
 @pytest.fixture(scope="module")
