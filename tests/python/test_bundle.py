@@ -185,8 +185,19 @@ def test_added_tokens_beyond_bert_s_own(
     hf = Tokenizer.from_file(str(d / "tokenizer.json"))
     hf.no_padding()
     hf.enable_truncation(256)
-    texts = ["a cat and a dog", "x [MASK] y", "x[MASK]y  [MASK]", "banana a-a", ""]
+    texts = ["a cat and a dog", "x [MASK] y", "x[MASK]y  [MASK]", "banana a-a", "", "Ünï 日本"]
+    want = [e.ids for e in hf.encode_batch(texts)]
+    offsets = [[(i, a, b) for i, (a, b) in zip(e.ids, e.offsets, strict=True)]
+               for e in hf.encode_batch(texts)]
     engine = NativeBackend(tmp_path / "x.emb")
-    assert engine.tokenize(texts) == [e.ids for e in hf.encode_batch(texts)]
+    assert engine.tokenize(texts) == want
+    assert engine.tokenize_offsets(texts) == offsets
     engine.close()
+    pytest.importorskip("wasmtime", reason="pip install wasmtime")
+    if not (Path(__file__).resolve().parents[2] / "build" / "wasm" / "edgembed.wasm").is_file():
+        pytest.skip("build/wasm not built (./build.sh wasm)")
+    from edgembed.backends.wasm import WasmBackend
+
+    wasm = WasmBackend(tmp_path / "x.emb", variant="simd128")
+    assert wasm.tokenize(texts) == want and wasm.tokenize_offsets(texts) == offsets
 
