@@ -1,5 +1,6 @@
 /*
- * tokenizer.h — the engine's BERT WordPiece tokenizer (internal API).
+ * tokenizer.h — the engine's tokenizers (internal API): BERT WordPiece, streaming, below; then
+ * the general pipeline of SentencePiece Unigram, byte-level BPE and WordPiece with offsets.
  *
  * UTF-8 text becomes token ids exactly as Hugging Face `tokenizers` computes them for a BERT
  * tokenizer.json (BertNormalizer, BertPreTokenizer, WordPiece, TemplateProcessing [CLS] A [SEP]):
@@ -183,8 +184,8 @@ int32_t emb_tokenizer_unk_id(const emb_tokenizer *tok);
  *
  * Unlike WordPiece's, this pipeline holds the whole text: every stage works on an array of
  * emb_nchar, each character with the bytes of the input it came from, so that every token knows
- * its offsets. Memory per call is about 12 bytes per character plus the model's work arrays,
- * allocated per call (emb_scratch) and freed before it returns.
+ * its offsets. Memory per call is up to about 60 bytes per character (a few such arrays) plus
+ * the model's work arrays, allocated per call (emb_scratch) and freed before it returns.
  */
 
 typedef enum emb_tokenizer_type {
