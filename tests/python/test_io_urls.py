@@ -79,7 +79,8 @@ def test_webhook_urls_normalize(url: str, normal: str) -> None:
     "ftp://hooks.example.com/a", "https://user@hooks.example.com/a",
     "https://user:pw@hooks.example.com/a", "https://hooks.example.com/a/../b",
     "https://hooks.example.com/a/%2e%2e/b", "https://hooks.example.com/a/%2E/b",
-    "https://hooks.example.com/a%2fb", "https://hooks.example.com/a#frag",
+    "https://hooks.example.com/a%2fb", "https://hooks.example.com/a/%252e%252e/b",
+    "https://hooks.example.com/a#frag",
     "https://hooks.example.com/a b", "https://hooks.example.com\\@evil.example/",
     "https://hooks.example.com:99999/", "https:///path", "file:///x", "",
 ])

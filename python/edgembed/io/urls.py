@@ -13,7 +13,7 @@ things is refused rather than guessed::
     webhook   http(s)://host[:port]/path[?query]
                                        host lower-cased (IDNA), the default port dropped; no
                                        user or password, no fragment, no "." or ".." segment,
-                                       no encoded "/", "\\" or "."
+                                       no encoded "/", "\\", "." or "%"
 
 An allow-list entry is normalized the same way, and a URL is allowed when it has the entry's
 scheme, bucket (or host and port) and lies under its path on a segment boundary:
@@ -123,9 +123,9 @@ def normalize_webhook_url(url: str) -> str:
     path = parts.path or "/"
     for seg in path.split("/")[1:]:
         lowered = seg.lower()
-        if "%2f" in lowered or "%5c" in lowered or "%2e" in lowered:
-            raise InputError(f"{_show(url)}: encoded '/', '\\' or '.' is not accepted in a "
-                             "webhook URL")
+        if any(e in lowered for e in ("%2f", "%5c", "%2e", "%25")):
+            raise InputError(f"{_show(url)}: encoded '/', '\\', '.' or '%' is not accepted "
+                             "in a webhook URL")
         if unquote(seg) in (".", ".."):
             raise InputError(f"{_show(url)}: '.' and '..' path segments are not accepted in "
                              "a webhook URL")
