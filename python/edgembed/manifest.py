@@ -8,6 +8,7 @@ before it is loaded so a damaged or altered file is refused with a clear error.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,12 +18,21 @@ from typing import Any
 
 from .errors import ChecksumMismatch, InvalidModelDir
 
-__all__ = ["MANIFEST_NAME", "Manifest", "Quality", "VariantEntry"]
+__all__ = ["MANIFEST_NAME", "Manifest", "Quality", "VariantEntry", "sha256_file"]
 
 MANIFEST_NAME = "edgembed.json"
 FORMAT = 1
 _OPTIONAL = ("family", "prompts", "default_prompt_name", "include_prompt", "do_lower_case",
              "similarity_fn_name")
+
+
+def sha256_file(path: Path) -> str:
+    """The hex sha256 of a file, read 1 MiB at a time."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 @dataclass
@@ -118,8 +128,6 @@ class Manifest:
         return path
 
     def variant_path(self, model_dir: Path, variant: str, *, verify: bool = True) -> Path:
-        from .sources import sha256_file
-
         entry = self.variants.get(variant)
         if entry is None:
             have = ", ".join(sorted(self.variants)) or "none"

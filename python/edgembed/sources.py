@@ -66,6 +66,7 @@ from .errors import (
     SourceUnavailable,
     UnsupportedArchitecture,
 )
+from .manifest import MANIFEST_NAME, sha256_file
 from .model_dir import SUPPORTED_MODEL_TYPES, ModelDescription, read_model_dir
 
 __all__ = [
@@ -137,14 +138,6 @@ class PulledModel:
     @property
     def source_dir(self) -> Path:
         return self.dir / "source"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read_json(path: Path) -> dict:  # type: ignore[type-arg]
@@ -575,6 +568,15 @@ def resolve(model: str | os.PathLike[str]) -> tuple[ModelSpec, Path | None]:
         with contextlib.suppress(InvalidModelDir):
             name = _read_json(cached / HUB_RECORD).get("repo_id", repo_id)
         return _hub_spec(name, revision, cached if cached.is_dir() else None), None
+    if path.is_dir() and (path / MANIFEST_NAME).is_file() and (path / "source").is_dir():
+        # an exported model directory (the cache's layout): its source files, under its name
+        exported = _read_json(path / MANIFEST_NAME).get("name")
+        if not isinstance(exported, str) or not exported:
+            raise InvalidModelDir(f"{path / MANIFEST_NAME} names no model; "
+                                  f"pass {path / 'source'} instead")
+        if model_cache_dir(exported).resolve() == path.resolve():
+            return resolve(exported)
+        return spec_from_hf_dir(path / "source", exported), path / "source"
     if path.exists() or os.sep in text or "/" in text or text.startswith("."):
         return spec_from_hf_dir(path), path
     cached = model_cache_dir(text) / "source"
