@@ -48,6 +48,10 @@ EXPORT(emb_model_free_wasm) void emb_model_free_wasm(emb_model *model) { emb_mod
 EXPORT(emb_model_get_info_wasm) void emb_model_get_info_wasm(const emb_model *model, emb_model_info *info) {
     emb_model_get_info(model, info);
 }
+/* config: an emb_model_config (its layout is asserted in edgembed.h) */
+EXPORT(emb_model_get_config_wasm) void emb_model_get_config_wasm(const emb_model *model, emb_model_config *config) {
+    emb_model_get_config(model, config);
+}
 /* key: NUL-terminated; returns a pointer into the bundle (not NUL-terminated), length in *len */
 EXPORT(emb_model_get_meta_wasm) const char *emb_model_get_meta_wasm(const emb_model *model, const char *key, size_t *len) {
     return emb_model_get_meta(model, key, len);
@@ -80,4 +84,10 @@ EXPORT(emb_context_encode_wasm)
 int32_t emb_context_encode_wasm(emb_context *ctx, const int32_t *ids, const int32_t *lengths, size_t n_seqs,
                                 int32_t pooling, int32_t normalize, float *out, size_t out_cap) {
     return emb_context_encode(ctx, ids, lengths, n_seqs, (emb_pooling)pooling, normalize, out, out_cap);
+}
+/* request: an emb_request, output: an emb_output (layouts asserted in edgembed.h, 4-byte pointers
+   and size_t in wasm32); n_rows and row_size are written back into *output */
+EXPORT(emb_context_run_wasm)
+int32_t emb_context_run_wasm(emb_context *ctx, const emb_request *request, emb_output *output) {
+    return emb_context_run(ctx, request, output);
 }

@@ -41,15 +41,25 @@ export const POOLING = Object.freeze({
   model: 0,
   mean: 1,
   cls: 2,
+  max: 3,
+  lasttoken: 4,
+  mean_sqrt_len_tokens: 5,
+  weightedmean: 6,
 } as const);
 
 export type Pooling = keyof typeof POOLING;
 
-/** The pooling a model reports (emb_model_info.pooling): "mean", "cls". */
+/** The pooling a model reports (emb_model_info.pooling): "mean", "cls", "weightedmean", … */
 export function poolingName(code: number): Exclude<Pooling, "model"> {
   for (const [name, value] of Object.entries(POOLING)) if (value === code && name !== "model") return name as Exclude<Pooling, "model">;
   throw new RangeError(`unknown pooling code ${code} from the engine; this package is older than its engine module`);
 }
+
+/** emb_output_kind: what emb_context_run computes. */
+export const OUTPUT = Object.freeze({
+  embedding: 0,
+  tokens: 1,
+} as const);
 
 /** What emb_kernels_wasm() returns (EMB_KERNELS_* of runtime/src/kernels.h). */
 export const WASM_KERNELS: Readonly<Record<number, string>> = Object.freeze({
@@ -66,6 +76,9 @@ export const WASM_KERNELS: Readonly<Record<number, string>> = Object.freeze({
  */
 export const STRUCT_FIELDS = Object.freeze({
   emb_model_info: ["dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_length", "pooling", "normalize", "version"],
+  emb_model_config: ["version", "dim", "hidden_dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_length", "type_vocab_size", "pooling", "include_prompt", "normalize", "n_dense", "head"],
+  emb_request: ["ids", "lengths", "type_ids", "prompt_lengths", "n_seqs", "output", "pooling", "normalize", "include_prompt"],
+  emb_output: ["values", "values_cap", "n_rows", "row_size"],
 } as const);
 
 export type StructName = keyof typeof STRUCT_FIELDS;
@@ -95,6 +108,9 @@ export function packStruct<S extends StructName>(name: S, values: Partial<Struct
 }
 
 export const MODEL_INFO_BYTES = structBytes("emb_model_info");
+export const MODEL_CONFIG_BYTES = structBytes("emb_model_config");
+export const REQUEST_BYTES = structBytes("emb_request");
+export const OUTPUT_BYTES = structBytes("emb_output");
 
 /** Bytes of a size_t out-parameter in wasm32 memory. */
 export const WASM_SIZE_T_BYTES = 4;
@@ -113,6 +129,7 @@ export const EXPORTS = Object.freeze({
   emb_model_init_wasm: { params: ["out", "bundle", "size"], returns: "i32" },
   emb_model_free_wasm: { params: ["model"], returns: "void" },
   emb_model_get_info_wasm: { params: ["model", "info"], returns: "void" },
+  emb_model_get_config_wasm: { params: ["model", "config"], returns: "void" },
   emb_model_get_meta_wasm: { params: ["model", "key", "len"], returns: "i32" },
   emb_model_tokenize_wasm: { params: ["model", "utf8", "len", "truncate", "ids", "cap", "n_ids", "n_full"], returns: "i32" },
   emb_model_tokenize_ex_wasm: { params: ["model", "utf8", "len", "pair", "pair_len", "truncate", "ids", "type_ids", "offsets", "cap", "n_ids", "n_full"], returns: "i32" },
@@ -121,6 +138,7 @@ export const EXPORTS = Object.freeze({
   emb_context_free_wasm: { params: ["ctx"], returns: "void" },
   emb_context_max_tokens_wasm: { params: ["ctx"], returns: "i32" },
   emb_context_encode_wasm: { params: ["ctx", "ids", "lengths", "n_seqs", "pooling", "normalize", "out", "out_cap"], returns: "i32" },
+  emb_context_run_wasm: { params: ["ctx", "request", "output"], returns: "i32" },
 } as const);
 
 type ExportSpec = { readonly params: readonly string[]; readonly returns: "i32" | "void" };

@@ -14,9 +14,13 @@
  */
 import {
   BUNDLE_STATUSES,
+  MODEL_CONFIG_BYTES,
   MODEL_INFO_BYTES,
   missingExports,
+  OUTPUT_BYTES,
+  packStruct,
   poolingName,
+  REQUEST_BYTES,
   Status,
   unpackStruct,
   WASM_KERNELS,
@@ -36,9 +40,31 @@ export interface ModelInfo {
   readonly ffnDim: number;
   readonly vocabSize: number;
   readonly maxLength: number;
-  readonly pooling: "mean" | "cls";
+  readonly pooling: ReturnType<typeof poolingName>;
   readonly normalize: boolean;
   readonly version: number;
+  /** emb_model_config: the length of a token's hidden state (dim is the embedding's). */
+  readonly hiddenDim: number;
+  /** Token types a request may give (0: none). */
+  readonly typeVocabSize: number;
+  /** false: leading prompt tokens are left out of the pooling (EncodeOptions.promptLengths). */
+  readonly includePrompt: boolean;
+  readonly nDense: number;
+}
+
+/** One emb_context_run request on buffers in the instance's memory (0: NULL, the default). */
+export interface RunRequest {
+  ids: number;
+  lengths: number;
+  nSeqs: number;
+  typeIds?: number;
+  promptLengths?: number;
+  output: number;
+  pooling: number;
+  normalize: number;
+  includePrompt: number;
+  values: number;
+  valuesCap: number;
 }
 
 /** True for the threads build: it imports its (shared) memory. */
@@ -49,8 +75,10 @@ export function moduleImportsMemory(module: WebAssembly.Module): boolean {
 /** Pointer into an engine's memory (opaque to the rest of the package). */
 export type Ptr = number & { readonly __ptr: unique symbol };
 
-// scratch for out-parameters: an out pointer or n_ids + n_full (size_t each), a length, model info
-const OUT_BYTES = Math.max(64, MODEL_INFO_BYTES);
+// scratch for out-parameters: an out pointer or n_ids + n_full (size_t each), a length, model
+// info or config, and one request with its output
+const OUT_BYTES = Math.max(64, MODEL_INFO_BYTES, MODEL_CONFIG_BYTES);
+const RUN_BYTES = REQUEST_BYTES + OUTPUT_BYTES;
 
 export class EngineInstance {
   readonly kernels: string;
@@ -58,6 +86,7 @@ export class EngineInstance {
   readonly shared: boolean;
   private readonly x: Exports;
   private readonly scratch: number;
+  private readonly run: number;
   private readonly ownStack: number;
 
   private constructor(x: Exports, memory: WebAssembly.Memory, ownStack: number) {
@@ -67,6 +96,7 @@ export class EngineInstance {
     this.ownStack = ownStack;
     this.kernels = WASM_KERNELS[x.emb_kernels_wasm()] ?? "unknown";
     this.scratch = this.alloc(OUT_BYTES);
+    this.run = this.alloc(RUN_BYTES);
   }
 
   /**
@@ -198,6 +228,8 @@ export class EngineInstance {
   modelInfo(model: Ptr): ModelInfo {
     this.x.emb_model_get_info_wasm(model, this.scratch);
     const v = unpackStruct("emb_model_info", this.i32s(this.scratch, MODEL_INFO_BYTES / 4));
+    this.x.emb_model_get_config_wasm(model, this.scratch);
+    const c = unpackStruct("emb_model_config", this.i32s(this.scratch, MODEL_CONFIG_BYTES / 4));
     return Object.freeze({
       dim: v.dim,
       nLayers: v.n_layers,
@@ -208,6 +240,10 @@ export class EngineInstance {
       pooling: poolingName(v.pooling),
       normalize: v.normalize !== 0,
       version: v.version,
+      hiddenDim: c.hidden_dim,
+      typeVocabSize: c.type_vocab_size,
+      includePrompt: c.include_prompt !== 0,
+      nDense: c.n_dense,
     });
   }
 
@@ -256,6 +292,27 @@ export class EngineInstance {
 
   encodeRaw(ctx: Ptr, ids: number, lengths: number, nSeqs: number, pooling: number, normalize: number, out: number, outCap: number): number {
     return this.x.emb_context_encode_wasm(ctx, ids, lengths, nSeqs, pooling, normalize, out, outCap);
+  }
+
+  /** emb_context_run: writes the request and its output struct, calls the engine; [status, n_rows, row_size]. */
+  runRaw(ctx: Ptr, r: RunRequest): [number, number, number] {
+    const request = packStruct("emb_request", {
+      ids: r.ids,
+      lengths: r.lengths,
+      type_ids: r.typeIds ?? 0,
+      prompt_lengths: r.promptLengths ?? 0,
+      n_seqs: r.nSeqs,
+      output: r.output,
+      pooling: r.pooling,
+      normalize: r.normalize,
+      include_prompt: r.includePrompt,
+    });
+    const output = packStruct("emb_output", { values: r.values, values_cap: r.valuesCap });
+    this.i32s(this.run, request.length).set(request);
+    this.i32s(this.run + REQUEST_BYTES, output.length).set(output);
+    const status = this.x.emb_context_run_wasm(ctx, this.run, this.run + REQUEST_BYTES);
+    const back = unpackStruct("emb_output", this.i32s(this.run + REQUEST_BYTES, OUTPUT_BYTES / 4));
+    return [status, back.n_rows, back.row_size];
   }
 
   /** The top of this instance's own stack (threads variant), 0 for the module's default stack. */

@@ -3,7 +3,7 @@
  * encode texts — what Embedder and the pool's workers use. It calls the engine only through
  * EngineInstance (bindings.ts).
  */
-import { POOLING, Status, type Pooling } from "./abi.js";
+import { OUTPUT, POOLING, Status, type Pooling } from "./abi.js";
 import { EngineInstance, type ModelInfo, type Ptr } from "./bindings.js";
 import { InputError, InputTooLong } from "./errors.js";
 
@@ -18,6 +18,12 @@ export interface EncodeOptions {
   pooling: Pooling;
   /** <0 the model's choice, 0 raw pooled vectors, >0 L2-normalized (by the engine). */
   normalize: number;
+  /**
+   * Leading prompt tokens of each text ([CLS] and the prompt's own, as sentence-transformers
+   * counts them), left out of the pooling when the model's Pooling module says include_prompt
+   * false (ModelInfo.includePrompt). Omitted: no prompts.
+   */
+  promptLengths?: readonly number[];
 }
 
 /**
@@ -35,6 +41,7 @@ export class EngineSession {
   private ctx: Ptr;
   private readonly ids: number; // int32[maxTokens]
   private readonly lengths: number; // int32[maxSeqs]
+  private readonly prompts: number; // int32[maxSeqs]
   private readonly out: number; // float32[maxSeqs * dim]
   private readonly maxSeqs: number;
   private text = 0;
@@ -55,6 +62,7 @@ export class EngineSession {
     this.ctx = instance.contextInit(model, maxTokens);
     this.ids = instance.alloc(4 * maxTokens);
     this.lengths = instance.alloc(4 * this.maxSeqs);
+    this.prompts = instance.alloc(4 * this.maxSeqs);
     this.out = instance.alloc(4 * this.maxSeqs * this.info.dim);
   }
 
@@ -146,14 +154,33 @@ export class EngineSession {
     this.check();
     const dim = this.info.dim;
     const pooling = POOLING[options.pooling];
+    const prompts = options.promptLengths;
+    if (prompts !== undefined && prompts.length !== texts.length) {
+      throw new InputError(`promptLengths has ${prompts.length} counts for ${texts.length} texts`);
+    }
     const results = new Array<Float32Array>(texts.length);
     let filled = 0;
     const pending: number[] = [];
     const flush = (): void => {
       if (pending.length === 0) return;
-      const status = this.instance.encodeRaw(
-        this.ctx, this.ids, this.lengths, pending.length, pooling, options.normalize, this.out, pending.length * dim,
-      );
+      if (prompts !== undefined) {
+        const p = this.instance.i32s(this.prompts, pending.length);
+        pending.forEach((textIndex, j) => {
+          p[j] = prompts[textIndex];
+        });
+      }
+      const [status] = this.instance.runRaw(this.ctx, {
+        ids: this.ids,
+        lengths: this.lengths,
+        nSeqs: pending.length,
+        promptLengths: prompts === undefined ? 0 : this.prompts,
+        output: OUTPUT.embedding,
+        pooling,
+        normalize: options.normalize,
+        includePrompt: -1,
+        values: this.out,
+        valuesCap: pending.length * dim,
+      });
       if (status !== Status.OK) this.instance.fail(status, "the engine could not encode the batch");
       const f32 = this.instance.f32s(this.out, pending.length * dim);
       pending.forEach((textIndex, j) => {
@@ -192,6 +219,7 @@ export class EngineSession {
     i.contextFree(this.ctx);
     i.free(this.ids);
     i.free(this.lengths);
+    i.free(this.prompts);
     i.free(this.out);
     i.free(this.text);
     if (this.ownsModel) i.freeModel(this.model, this.ownsModel.bundle);

@@ -19,7 +19,7 @@ from typing import Any
 from . import env
 from ._tokenize import EngineTokenizer
 from .backends._engine import BundleSource
-from .backends.choice import CPU_BATCH_TOKENS, BackendChoice, bundle_path
+from .backends.choice import CPU_BATCH_TOKENS, BackendChoice, engine_bundle
 from .backends.wasm import WasmBackend
 from .errors import ModelNotFound
 from .manifest import MANIFEST_NAME, Manifest
@@ -64,21 +64,24 @@ def _manifest_from_bundle(backend: WasmBackend, source: str) -> Manifest:
     )
 
 
-def _resolve(model: BundleSource | str) -> tuple[BundleSource, Manifest | None, Path]:
-    """(bundle source, the exported model's manifest if any, model_dir) of what was passed."""
+def _resolve(model: BundleSource | str
+             ) -> tuple[BundleSource, Manifest | None, Path, str | None]:
+    """(bundle source, the exported model's manifest if any, model_dir, the bundle's sha256 as
+    the manifest records it) of what was passed."""
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return model, None, Path.cwd()
+        return model, None, Path.cwd(), None
     path = Path(os.fspath(model)).expanduser()
     if path.is_dir() and (path / MANIFEST_NAME).is_file():  # an exported model directory
         manifest = Manifest.load(path)
-        return bundle_path(path, manifest), manifest, path
+        bundle, sha256 = engine_bundle(path, manifest, write=False)
+        return bundle, manifest, path, sha256
     if not is_bundle_source(model) and not path.is_file():
         raise ModelNotFound(
             f"{os.fspath(model)!r} is not an engine bundle: in Pyodide edgembed loads a "
             "bundle (.emb) — its bytes, its path, or `await edgembed.web.load(URL)`. Make one "
             "with `embed bundle MODEL` on a machine with CPython"
         )
-    return path, None, path.parent
+    return path, None, path.parent, None
 
 
 def open_bundle(
@@ -92,8 +95,9 @@ def open_bundle(
     directory with a bundle), its tokenizer and its manifest. ``wasm_variant``: the engine build
     ("simd128", "relaxed" or None); ``host``: a ready ``WasmHost`` (e.g. a module compiled
     asynchronously by ``edgembed.web.load``)."""
-    source, manifest, model_dir = _resolve(model)
-    backend = WasmBackend(source, variant=wasm_variant, max_tokens=max_tokens, host=host)
+    source, manifest, model_dir, sha256 = _resolve(model)
+    backend = WasmBackend(source, variant=wasm_variant, max_tokens=max_tokens, host=host,
+                          sha256=sha256)
     if manifest is None:
         label = "bytes" if isinstance(source, (bytes, bytearray, memoryview)) else str(source)
         manifest = _manifest_from_bundle(backend, f"bundle:{label}")

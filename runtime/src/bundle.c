@@ -231,6 +231,29 @@ static emb_status parse_header(cursor *c, emb_bundle *b, size_t meta_cap, size_t
     return (c->p == c->end && have_meta) ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
 }
 
+/*
+ * The "crc32" metadata value: 8 lowercase hex digits, the CRC-32 of the whole file with those 8
+ * digits read as '0'. The header is covered as well as the weights, so an edited configuration
+ * value (n_heads, pooling, …) is caught like a flipped weight bit.
+ */
+static emb_status check_crc(const emb_bundle *b, const uint8_t *u, size_t size, int verify_crc) {
+    const emb_str *crc = emb_bundle_meta(b, "crc32");
+    if (!crc || crc->len != 8) return EMB_STATUS_CORRUPT;
+    uint32_t want = 0;
+    for (size_t i = 0; i < 8; i++) {
+        char ch = crc->ptr[i];
+        uint32_t d = (ch >= '0' && ch <= '9') ? (uint32_t)(ch - '0') : (ch >= 'a' && ch <= 'f') ? (uint32_t)(ch - 'a' + 10) : 16u;
+        if (d == 16u) return EMB_STATUS_CORRUPT;
+        want = (want << 4) | d;
+    }
+    if (!verify_crc) return EMB_STATUS_OK;
+    size_t at = (size_t)((const uint8_t *)crc->ptr - u);
+    uint32_t got = emb_crc32(0, u, at);
+    got = emb_crc32(got, (const uint8_t *)"00000000", 8);
+    got = emb_crc32(got, u + at + 8, size - at - 8);
+    return got == want ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
+}
+
 emb_status emb_bundle_parse(emb_bundle *b, const void *bytes, size_t size, int verify_crc) {
     const uint8_t *u = bytes;
     b->meta = NULL;
@@ -284,23 +307,7 @@ emb_status emb_bundle_parse(emb_bundle *b, const void *bytes, size_t size, int v
     }
     cursor c = {hdr, hend};
     emb_status s = parse_header(&c, b, meta_cap, tensor_cap);
-    if (s == EMB_STATUS_OK) {
-        const emb_str *crc = emb_bundle_meta(b, "data_crc32");
-        if (!crc || crc->len != 8) {
-            s = EMB_STATUS_CORRUPT;
-        } else if (verify_crc) {
-            uint32_t want = 0;
-            for (size_t i = 0; i < 8; i++) {
-                char ch = crc->ptr[i];
-                uint32_t d = (ch >= '0' && ch <= '9') ? (uint32_t)(ch - '0')
-                             : (ch >= 'a' && ch <= 'f') ? (uint32_t)(ch - 'a' + 10)
-                                                        : 16u;
-                if (d == 16u) s = EMB_STATUS_CORRUPT;
-                want = (want << 4) | (d & 15u);
-            }
-            if (s == EMB_STATUS_OK && emb_crc32(b->data, b->data_size) != want) s = EMB_STATUS_CORRUPT;
-        }
-    }
+    if (s == EMB_STATUS_OK) s = check_crc(b, u, size, verify_crc);
     if (s != EMB_STATUS_OK) emb_bundle_release(b);
     return s;
 }
@@ -364,8 +371,9 @@ emb_status emb_bundle_meta_bool(const emb_bundle *b, const char *key, int32_t *o
     return EMB_STATUS_OK;
 }
 
-/* A plain decimal float such as "1e-12" or "1.5E-05"; good to an ulp or two, enough for eps. */
-emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, float *out) {
+/* A plain decimal float such as "1e-12", "1.5E-05" or "160000.0" in (lo, hi); good to an ulp or
+   two, enough for an epsilon or a theta. */
+emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, double lo, double hi, float *out) {
     const emb_str *v = emb_bundle_meta(b, key);
     if (!v || v->len == 0 || v->len > 32) return EMB_STATUS_CORRUPT;
     const char *p = v->ptr, *end = v->ptr + v->len;
@@ -391,16 +399,16 @@ emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, float *ou
     double scale = 1;
     for (int i = 0; i < (exp10 < 0 ? -exp10 : exp10); i++) scale *= 10;
     double val = exp10 < 0 ? mant / scale : mant * scale;
-    if (!(val > 0 && val < 1)) return EMB_STATUS_CORRUPT;
+    if (!(val > lo && val < hi)) return EMB_STATUS_CORRUPT;
     *out = (float)val;
     return EMB_STATUS_OK;
 }
 
 /*
  * CRC-32 (reflected polynomial 0xEDB88320, as zlib), four bytes per step with four tables:
- * the whole weight region is checked at every load, so the byte-at-a-time loop was too slow.
+ * the whole file is checked at every load, so the byte-at-a-time loop was too slow.
  */
-uint32_t emb_crc32(const uint8_t *data, size_t n) {
+uint32_t emb_crc32(uint32_t crc_in, const uint8_t *data, size_t n) {
     uint32_t t[4][256];
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -412,7 +420,7 @@ uint32_t emb_crc32(const uint8_t *data, size_t n) {
         t[2][i] = (t[1][i] >> 8) ^ t[0][t[1][i] & 0xFF];
         t[3][i] = (t[2][i] >> 8) ^ t[0][t[2][i] & 0xFF];
     }
-    uint32_t crc = 0xFFFFFFFFu;
+    uint32_t crc = crc_in ^ 0xFFFFFFFFu;
     while (n >= 4) {
         crc ^= (uint32_t)data[0] | ((uint32_t)data[1] << 8) | ((uint32_t)data[2] << 16) | ((uint32_t)data[3] << 24);
         crc = t[3][crc & 0xFF] ^ t[2][(crc >> 8) & 0xFF] ^ t[1][(crc >> 16) & 0xFF] ^ t[0][crc >> 24];

@@ -2,8 +2,8 @@
  * bundle.h — reading the bundle container (layout: the top of include/edgembed.h).
  *
  * emb_bundle_parse checks the magic, version and header, builds a table of metadata strings
- * and tensor views that point into the caller's bytes, and checks the data CRC-32. It reads
- * nothing outside [bytes, bytes + size), whatever the input.
+ * and tensor views that point into the caller's bytes, and checks the CRC-32 of the whole file
+ * (header included). It reads nothing outside [bytes, bytes + size), whatever the input.
  */
 #ifndef EMB_BUNDLE_H
 #define EMB_BUNDLE_H
@@ -59,12 +59,13 @@ const emb_str *emb_bundle_meta(const emb_bundle *b, const char *key);
 
 /* Typed metadata values. meta_is: 1 when `key` is present and equals `want`. The others return
    EMB_STATUS_CORRUPT for a missing or malformed value: meta_int a decimal integer in [lo, hi],
-   meta_bool "true" or "false", meta_float a plain decimal in (0, 1) such as "1e-12". */
+   meta_bool "true" or "false", meta_float a plain decimal in (lo, hi) such as "1e-12". */
 int emb_bundle_meta_is(const emb_bundle *b, const char *key, const char *want);
 emb_status emb_bundle_meta_int(const emb_bundle *b, const char *key, int64_t lo, int64_t hi, int32_t *out);
 emb_status emb_bundle_meta_bool(const emb_bundle *b, const char *key, int32_t *out);
-emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, float *out);
+emb_status emb_bundle_meta_float(const emb_bundle *b, const char *key, double lo, double hi, float *out);
 
-uint32_t emb_crc32(const uint8_t *data, size_t n);
+/* CRC-32 as zlib's crc32(crc, data, n): start with 0, chain calls to cover several pieces. */
+uint32_t emb_crc32(uint32_t crc, const uint8_t *data, size_t n);
 
 #endif /* EMB_BUNDLE_H */

@@ -91,4 +91,70 @@ static inline float emb_erff(float x) {
 /* GELU, the exact erf form of BERT's "gelu": x/2 · (1 + erf(x/√2)). */
 static inline float emb_gelu1(float x) { return (x * 0.5f) * (1.0f + emb_erff(x * 0.70710678118654752f)); }
 
+/*
+ * tanh(x), Cephes' tanhf: an odd polynomial below |x| = 0.625, 1 − 2 / (e^{2|x|} + 1) above
+ * (|x| clamped to 44, where tanh is ±1 in float); a few ulp. NaN stays NaN.
+ */
+static inline float emb_tanhf(float x) {
+    float z = x < 0.0f ? -x : x;
+    if (z >= 0.625f) {
+        z = z < 44.0f ? z : 44.0f;
+        float s = emb_expf(z + z);
+        z = 1.0f - 2.0f / (s + 1.0f);
+        return x < 0.0f ? -z : z;
+    }
+    float s = x * x;
+    float p = -5.70498872745e-3f * s + 2.06390887954e-2f;
+    p = p * s - 5.37397155531e-2f;
+    p = p * s + 1.33314422036e-1f;
+    p = p * s - 3.33332819422e-1f;
+    return p * s * x + x;
+}
+
+/* GELU, the tanh form ("gelu_new", "gelu_pytorch_tanh"): x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³))). */
+static inline float emb_gelu_tanh1(float x) {
+    float inner = 0.79788456080286536f * (x + 0.044715f * ((x * x) * x));
+    return (x * 0.5f) * (1.0f + emb_tanhf(inner));
+}
+
+/*
+ * log(1 + x) for x >= 0 (the SPLADE weight log1p(relu(logit))): u = 1 + x split as 2^e · m with
+ * m in [√½, √2), log m from Cephes' logf polynomial, and the rounding error of 1 + x added back
+ * as c / u (the classic log1p correction), so that small x keeps its precision. NaN → NaN.
+ */
+static inline float emb_log1pf(float x) {
+    if (!(x > 0.0f)) return x == 0.0f ? 0.0f : x;  /* 0 (and -0) → 0; NaN stays NaN */
+    if (x > 3.0e38f) x = 3.0e38f;                   /* infinity → log(3e38) */
+    float u = 1.0f + x;
+    float c = (u - 1.0f) == x ? 0.0f : (x - (u - 1.0f)) / u;  /* what 1 + x lost */
+    union { float f; uint32_t i; } v;
+    v.f = u;
+    int32_t e = (int32_t)((v.i >> 23) & 0xFF) - 126;
+    v.i = (v.i & 0x807FFFFFu) | 0x3F000000u;       /* m in [0.5, 1) */
+    float m = v.f;
+    if (m < 0.70710678118654752f) {
+        e -= 1;
+        m = m + m - 1.0f;
+    } else {
+        m = m - 1.0f;
+    }
+    float z = m * m;
+    float y = 7.0376836292e-2f;
+    y = y * m - 1.1514610310e-1f;
+    y = y * m + 1.1676998740e-1f;
+    y = y * m - 1.2420140846e-1f;
+    y = y * m + 1.4249322787e-1f;
+    y = y * m - 1.6668057665e-1f;
+    y = y * m + 2.0000714765e-1f;
+    y = y * m - 2.4999993993e-1f;
+    y = y * m + 3.3333331174e-1f;
+    y = y * m * z;
+    float fe = (float)e;
+    y = y + fe * -2.12194440e-4f;
+    y = y - 0.5f * z;
+    float r = m + y;
+    r = r + fe * 0.693359375f;
+    return r + c;
+}
+
 #endif /* EMB_MATH_H */

@@ -1,14 +1,26 @@
 /*
- * encoder.c — the BERT encoder over a packed batch: sequences back to back, no padding.
+ * encoder.c — the encoder over a packed batch: sequences back to back, no padding. One code
+ * path for every family; the configuration's features pick the steps (model.h, edgembed.h):
  *
- *   x = LayerNorm(word[id] + position[p] + token_type[0])                 (T, C)
- *   per layer:  qkv = x·Wqkv + b                     int8 linear over all T rows
- *               a   = attention(qkv) per sequence and head, fp32
- *               x   = LayerNorm(x + a·Wo + b)        ┐ one panel of R rows at a time, so each
- *               x   = LayerNorm(x + GELU(x·W1)·W2)   ┘ row's FFN runs while it is in cache
+ *   x = LN(word[id] + position[row(p)] + token_type[type])                (T, C)
+ *       (no position table with rotary positions, no token type without token types)
+ *   per layer, post-norm (BERT, DistilBERT, MPNet, RoBERTa):
+ *               qkv = x·Wqkv + b                          int8 linear over all T rows
+ *               a   = attention(qkv) per sequence and head, fp32 (+ relative bias: MPNet)
+ *               x   = LN(x + a·Wo + b)                    ┐ one panel of R rows at a time, so
+ *               x   = LN(x + down(act(up x)))             ┘ each row's FFN runs while in cache
+ *   per layer, pre-norm (ModernBERT):
+ *               qkv = LN(x)·Wqkv; rotate q and k by the token's position (rotary)
+ *               a   = attention(qkv), all keys or a sliding window
+ *               x   = x + a·Wo;  x = x + down(act(up_in h) · up_gate h), h = LN(x)
+ *   x = LN(x) after the last layer when the model has a final norm.
  *
  * Every step but attention works on each row alone, and attention never looks past its own
  * sequence, so a sequence's result does not depend on what else is in the batch.
+ *
+ * Buffers keep rows of Cp, up_n and Fp floats (multiples of 32) whose padding columns are exactly
+ * 0: a GEMM writes all its padded outputs (zero weights and bias give +0), LayerNorm and attention
+ * write only the real columns, so every quantized row is whole blocks with zero padding.
  *
  * The context's W workers (threads.h) share each step, split one of two ways:
  *   rows     the usual case. Tasks are panels of at most R rows (as many tasks as W needs to
@@ -16,14 +28,15 @@
  *            with its own buffers; attention tasks are (sequence, head) pairs.
  *   columns  few tokens (T ≤ EMB_COLUMN_SPLIT_ROWS · W): a panel per worker would leave workers
  *            idle and make each read every weight, so each linear layer's outputs are cut into
- *            slices of EMB_COLUMN_SLICE instead (the FFN's GELU and quantization run on the slice
- *            that produced them: both work per block of 32 columns), with a row-wise step for
- *            each LayerNorm in between.
+ *            slices of EMB_COLUMN_SLICE instead (an MLP's activation and quantization run on the
+ *            slice that produced them: both work per block of 32 columns), with row-wise steps
+ *            for the norms, the rotary positions and the GLU product in between.
  * Either way every output element is computed by the same operations in the same order as with
  * one worker, so the vectors do not depend on W or on the split (tests/runtime checks it).
  */
 #include "kernels.h"
 #include "model.h"
+#include "platform.h"
 #include "threads.h"
 
 #define EMB_COLUMN_SPLIT_ROWS 8  /* per worker: below this many rows each, split columns */
@@ -32,37 +45,163 @@
 typedef struct job {
     emb_context *ctx;
     const emb_kernels *k;
-    const emb_layer *L;
+    const emb_config *cf;
+    const emb_weights *w;
+    const emb_layer *L;       /* the layer being run */
+    const emb_layer *next;    /* the layer after it; NULL for the last */
     size_t total;             /* T */
     size_t n_seqs;
     size_t rows;              /* rows per row task */
     size_t split_heads;       /* attention tasks: 1 per (sequence, head), 0 per sequence */
-    int last;                 /* the last layer: its output is not quantized */
     /* a column-split linear layer: y[:, n0:n1] for slice t */
     const emb_linear *lin;
     const emb_qx *xq;
     const float *xs;
     float *y;
     size_t ldy;
-    int ffn_up;               /* GELU and quantize the slice into hq/hs */
-    int ffn_norm;             /* task_norm: 0 the attention LayerNorm, 1 the FFN one */
+    int ffn_up;               /* an MLP's up linear: activation and quantization of the slice into hq/hs */
+    int after_ffn;            /* task_norm: 0 after the attention output, 1 after the FFN */
 } job;
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-static void embed(emb_context *ctx, const int32_t *ids, const int32_t *lengths, size_t n_seqs) {
+/* ── steps on rows, shared by both splits ──────────────────────────────────────────── */
+
+static void activation(const job *jb, float *x, size_t n) {
+    if (jb->cf->act == EMB_ACT_GELU) jb->k->gelu(x, n);
+    else emb_act_ref(jb->cf->act, x, n);
+}
+
+/* x (m, Cp) ← x + y; padding stays 0 + 0. */
+static void add_rows(float *x, const float *y, size_t m, size_t cp) {
+    for (size_t i = 0; i < m * cp; i++) x[i] = x[i] + y[i];
+}
+
+/* The input of layer L's attention for rows x (m, Cp), quantized into (xq, xs): x itself
+   (post-norm, or a pre-norm layer without a norm), else LN(x), computed in tmp (m, Cp). */
+static void attention_input(const job *jb, const emb_layer *L, const float *x, size_t m, float *tmp, emb_qx *xq,
+                            float *xs) {
+    const emb_config *cf = jb->cf;
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
+    if (cf->pre_norm && L->attn_norm_w) {
+        emb_memcpy(tmp, x, sizeof(float) * m * cp);
+        jb->k->layernorm(tmp, NULL, m, c, cp, L->attn_norm_w, L->attn_norm_b, cf->eps);
+        x = tmp;
+    }
+    jb->k->quantize_rows(x, m, cp, xq, xs);
+}
+
+/* After the attention output projection y (m, Cp): the residual and norm, then the FFN's
+   input quantized into (xq, xs). */
+static void after_attention(const job *jb, float *x, const float *y, size_t m, float *tmp, emb_qx *xq, float *xs) {
+    const emb_config *cf = jb->cf;
+    const emb_layer *L = jb->L;
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
+    if (!cf->pre_norm) {
+        jb->k->layernorm(x, y, m, c, cp, L->attn_norm_w, L->attn_norm_b, cf->eps);
+        jb->k->quantize_rows(x, m, cp, xq, xs);
+        return;
+    }
+    add_rows(x, y, m, cp);
+    emb_memcpy(tmp, x, sizeof(float) * m * cp);
+    jb->k->layernorm(tmp, NULL, m, c, cp, L->ffn_norm_w, L->ffn_norm_b, cf->eps);
+    jb->k->quantize_rows(tmp, m, cp, xq, xs);
+}
+
+/* The FFN's hidden layer from the up projection u (m, up_n), quantized into (hq, hs): act(u),
+   or for a GLU act(u[:, :F]) · u[:, F:2F] written to h (m, Fp) with zero padding. */
+static void ffn_hidden(const job *jb, float *u, size_t m, float *h, emb_qx *hq, float *hs) {
+    const emb_config *cf = jb->cf;
+    size_t f = (size_t)cf->ffn_dim, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n;
+    if (!cf->glu) {
+        activation(jb, u, m * un);  /* padding: act(0) = 0 */
+        jb->k->quantize_rows(u, m, fp, hq, hs);
+        return;
+    }
+    for (size_t r = 0; r < m; r++) {
+        float *ur = u + r * un, *hr = h + r * fp;
+        activation(jb, ur, f);
+        for (size_t j = 0; j < f; j++) hr[j] = ur[j] * ur[f + j];
+        for (size_t j = f; j < fp; j++) hr[j] = 0.0f;
+    }
+    jb->k->quantize_rows(h, m, fp, hq, hs);
+}
+
+/* After the FFN's down projection y (m, Cp): the residual and norm, then the next layer's
+   attention input (or, after the last layer, the final norm). */
+static void after_ffn(const job *jb, float *x, const float *y, size_t m, float *tmp, emb_qx *xq, float *xs) {
+    const emb_config *cf = jb->cf;
+    const emb_layer *L = jb->L;
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
+    if (!cf->pre_norm) {
+        jb->k->layernorm(x, y, m, c, cp, L->ffn_norm_w, L->ffn_norm_b, cf->eps);
+    } else {
+        add_rows(x, y, m, cp);
+    }
+    if (jb->next) {
+        attention_input(jb, jb->next, x, m, tmp, xq, xs);
+    } else if (cf->final_norm) {
+        jb->k->layernorm(x, NULL, m, c, cp, jb->w->final_w, jb->w->final_b, cf->eps);
+    }
+}
+
+/* Rotary positions on the queries and keys of rows r0 .. r1-1 (transformers' rotate_half form:
+   the first and second half of each head are the pair). */
+static void rotate_rows(const job *jb, size_t r0, size_t r1) {
+    const emb_config *cf = jb->cf;
+    const emb_layer *L = jb->L;
+    size_t c = (size_t)cf->dim, d = (size_t)cf->head_dim, half = d / 2, ld = (size_t)cf->qkv_n;
+    for (size_t t = r0; t < r1; t++) {
+        size_t p = (size_t)jb->ctx->pos[t];
+        const float *cs = L->rot_cos + p * half, *sn = L->rot_sin + p * half;
+        for (size_t part = 0; part < 2 * c; part += c) {  /* queries, then keys */
+            for (size_t h = 0; h < (size_t)cf->n_heads; h++) {
+                float *v = jb->ctx->qkv + t * ld + part + h * d;
+                for (size_t j = 0; j < half; j++) {
+                    float x1 = v[j], x2 = v[j + half];
+                    v[j] = x1 * cs[j] - x2 * sn[j];
+                    v[j + half] = x2 * cs[j] + x1 * sn[j];
+                }
+            }
+        }
+    }
+}
+
+/* ── embeddings ────────────────────────────────────────────────────────────────────── */
+
+static void embed(emb_context *ctx, const int32_t *ids, const int32_t *types, const int32_t *lengths, size_t n_seqs) {
     const emb_config *cf = &ctx->model->config;
     const emb_weights *w = &ctx->model->weights;
-    size_t c = (size_t)cf->dim, nb = c / EMB_BLOCK, t = 0;
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, nb = (c + EMB_BLOCK - 1) / EMB_BLOCK, t = 0;
     for (size_t s = 0; s < n_seqs; s++) {
+        size_t counted = 0;  /* tokens of this sequence other than position_pad_id */
         for (size_t p = 0; p < (size_t)lengths[s]; p++, t++) {
             size_t id = (size_t)ids[t];
             const int8_t *wq = w->word_q + id * c;
             const float *ws = w->word_scale + id * nb;
-            const float *pos = w->position + p * c;
-            float *row = ctx->x + t * c;
-            for (size_t j = 0; j < c; j++) {
-                row[j] = ((float)wq[j] * ws[j / EMB_BLOCK] + pos[j]) + w->token_type[j];
+            float *row = ctx->x + t * cp;
+            ctx->pos[t] = (int32_t)p;
+            const float *pos = NULL, *type = NULL;
+            if (w->position) {
+                size_t at = (size_t)cf->position_offset + p;
+                if (cf->position_pad_id >= 0) {  /* transformers' create_position_ids_from_input_ids */
+                    if ((int32_t)id == cf->position_pad_id) {
+                        at = (size_t)cf->position_pad_id;
+                    } else {
+                        at = (size_t)cf->position_offset + counted++;
+                    }
+                }
+                pos = w->position + at * c;
+            }
+            if (w->token_type) type = w->token_type + (size_t)(types ? types[t] : 0) * c;
+            if (pos && type) {
+                for (size_t j = 0; j < c; j++) row[j] = ((float)wq[j] * ws[j / EMB_BLOCK] + pos[j]) + type[j];
+            } else if (pos) {
+                for (size_t j = 0; j < c; j++) row[j] = (float)wq[j] * ws[j / EMB_BLOCK] + pos[j];
+            } else if (type) {
+                for (size_t j = 0; j < c; j++) row[j] = (float)wq[j] * ws[j / EMB_BLOCK] + type[j];
+            } else {
+                for (size_t j = 0; j < c; j++) row[j] = (float)wq[j] * ws[j / EMB_BLOCK];
             }
         }
     }
@@ -76,33 +215,51 @@ static size_t task_rows(const job *jb, size_t t, size_t *r0) {
     return min_size(jb->total, *r0 + jb->rows);
 }
 
+static float *worker_hidden(const job *jb, int worker) {
+    const emb_config *cf = jb->cf;
+    size_t width = cf->dim_p > cf->ffn_p ? (size_t)cf->dim_p : (size_t)cf->ffn_p;
+    return jb->ctx->hidden + (size_t)worker * jb->ctx->panel_rows * width;
+}
+
 static void task_embed_norm(void *arg, size_t t, int worker) {
     const job *jb = arg;
-    const emb_config *cf = &jb->ctx->model->config;
-    const emb_weights *w = &jb->ctx->model->weights;
-    size_t c = (size_t)cf->dim, nb = c / EMB_BLOCK, r0, r1 = task_rows(jb, t, &r0);
-    (void)worker;
-    jb->k->layernorm(jb->ctx->x + r0 * c, NULL, r1 - r0, c, w->norm_w, w->norm_b, cf->eps);
-    jb->k->quantize_rows(jb->ctx->x + r0 * c, r1 - r0, c, (emb_qx *)jb->ctx->xq + r0 * c, jb->ctx->xs + r0 * nb);
+    const emb_config *cf = jb->cf;
+    emb_context *ctx = jb->ctx;
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
+    jb->k->layernorm(ctx->x + r0 * cp, NULL, r1 - r0, c, cp, jb->w->norm_w, jb->w->norm_b, cf->eps);
+    attention_input(jb, jb->L, ctx->x + r0 * cp, r1 - r0, worker_hidden(jb, worker), (emb_qx *)ctx->xq + r0 * cp,
+                    ctx->xs + r0 * (cp / EMB_BLOCK));
 }
 
 static void task_qkv(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
-    size_t c = (size_t)ctx->model->config.dim, nb = c / EMB_BLOCK, r0, r1 = task_rows(jb, t, &r0);
+    size_t cp = (size_t)jb->cf->dim_p, ld = (size_t)jb->cf->qkv_n, r0, r1 = task_rows(jb, t, &r0);
     (void)worker;
-    jb->k->gemm_q8((emb_qx *)ctx->xq + r0 * c, ctx->xs + r0 * nb, r1 - r0, &jb->L->qkv, ctx->qkv + r0 * 3 * c, 3 * c);
+    jb->k->gemm_q8((emb_qx *)ctx->xq + r0 * cp, ctx->xs + r0 * (cp / EMB_BLOCK), r1 - r0, &jb->L->qkv,
+                   ctx->qkv + r0 * ld, ld);
+    if (jb->L->rot_cos) rotate_rows(jb, r0, r1);
+}
+
+static void task_rotary(void *arg, size_t t, int worker) {
+    const job *jb = arg;
+    size_t r0, r1 = task_rows(jb, t, &r0);
+    (void)worker;
+    rotate_rows(jb, r0, r1);
 }
 
 static void task_attention(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
-    size_t c = (size_t)ctx->model->config.dim, heads = (size_t)ctx->model->config.n_heads;
+    const emb_config *cf = jb->cf;
+    size_t heads = (size_t)cf->n_heads, cp = (size_t)cf->dim_p, ld = (size_t)cf->qkv_n;
     size_t s = jb->split_heads ? t / heads : t;
     size_t h0 = jb->split_heads ? t % heads : 0, h1 = jb->split_heads ? h0 + 1 : heads;
     size_t off = (size_t)ctx->starts[s], n = (size_t)ctx->starts[s + 1] - off;
-    jb->k->attention(ctx->qkv + off * 3 * c, n, c, heads, h0, h1, ctx->attn + off * c,
-                     ctx->scratch + (size_t)worker * ctx->scratch_floats);
+    emb_attention_args a = {ctx->qkv + off * ld, ld, ctx->attn + off * cp, cp, n, (size_t)cf->dim, heads,
+                            jb->w->rel, jb->w->rel_ld, (size_t)cf->max_length - 1,
+                            jb->L->local ? (size_t)cf->local_window : 0};
+    jb->k->attention(&a, h0, h1, ctx->scratch + (size_t)worker * ctx->scratch_floats);
 }
 
 /* The layer's rest on one panel of rows, with the worker's own buffers. */
@@ -110,26 +267,24 @@ static void task_ffn(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
     const emb_kernels *k = jb->k;
-    const emb_config *cf = &ctx->model->config;
+    const emb_config *cf = jb->cf;
     const emb_layer *L = jb->L;
-    size_t c = (size_t)cf->dim, f = (size_t)cf->ffn_dim, nb = c / EMB_BLOCK, fb = f / EMB_BLOCK;
+    size_t cp = (size_t)cf->dim_p, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n;
     size_t r0, m = task_rows(jb, t, &r0) - r0, wr = (size_t)worker * ctx->panel_rows;
-    float *panel = ctx->panel + wr * (c > f ? c : f);
-    emb_qx *hq = (emb_qx *)ctx->hq + wr * f;
-    float *hs = ctx->hs + wr * fb;
-    float *x = ctx->x + r0 * c;
-    emb_qx *xq = (emb_qx *)ctx->xq + r0 * c;
-    float *xs = ctx->xs + r0 * nb;
-    k->quantize_rows(ctx->attn + r0 * c, m, c, xq, xs);
-    k->gemm_q8(xq, xs, m, &L->out, panel, c);
-    k->layernorm(x, panel, m, c, L->attn_norm_w, L->attn_norm_b, cf->eps);
-    k->quantize_rows(x, m, c, xq, xs);
-    k->gemm_q8(xq, xs, m, &L->up, panel, f);
-    k->gelu(panel, m * f);
-    k->quantize_rows(panel, m, f, hq, hs);
-    k->gemm_q8(hq, hs, m, &L->down, panel, c);
-    k->layernorm(x, panel, m, c, L->ffn_norm_w, L->ffn_norm_b, cf->eps);
-    if (!jb->last) k->quantize_rows(x, m, c, xq, xs);
+    float *panel = ctx->panel + wr * (cp > un ? cp : un);
+    float *tmp = worker_hidden(jb, worker);
+    emb_qx *hq = (emb_qx *)ctx->hq + wr * fp;
+    float *hs = ctx->hs + wr * (fp / EMB_BLOCK);
+    float *x = ctx->x + r0 * cp;
+    emb_qx *xq = (emb_qx *)ctx->xq + r0 * cp;
+    float *xs = ctx->xs + r0 * (cp / EMB_BLOCK);
+    k->quantize_rows(ctx->attn + r0 * cp, m, cp, xq, xs);
+    k->gemm_q8(xq, xs, m, &L->out, panel, cp);
+    after_attention(jb, x, panel, m, tmp, xq, xs);
+    k->gemm_q8(xq, xs, m, &L->up, panel, un);
+    ffn_hidden(jb, panel, m, tmp, hq, hs);
+    k->gemm_q8(hq, hs, m, &L->down, panel, cp);
+    after_ffn(jb, x, panel, m, tmp, xq, xs);
 }
 
 /* Column split: slice t of a linear layer over all T rows. */
@@ -143,10 +298,10 @@ static void task_columns(void *arg, size_t t, int worker) {
     jb->k->gemm_q8(jb->xq, jb->xs, jb->total, &part, jb->y + n0, jb->ldy);
     if (jb->ffn_up) {
         emb_context *ctx = jb->ctx;
-        size_t f = jb->ldy;
+        size_t f = jb->ldy;  /* an MLP: up_n = Fp */
         for (size_t r = 0; r < jb->total; r++) {
             float *row = jb->y + r * f + n0;
-            jb->k->gelu(row, n1 - n0);
+            activation(jb, row, n1 - n0);
             jb->k->quantize_rows(row, 1, n1 - n0, (emb_qx *)ctx->hq + r * f + n0,
                                  ctx->hs + r * (f / EMB_BLOCK) + n0 / EMB_BLOCK);
         }
@@ -156,24 +311,32 @@ static void task_columns(void *arg, size_t t, int worker) {
 static void task_quantize_attn(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
-    size_t c = (size_t)ctx->model->config.dim, nb = c / EMB_BLOCK, r0, r1 = task_rows(jb, t, &r0);
+    size_t cp = (size_t)jb->cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
     (void)worker;
-    jb->k->quantize_rows(ctx->attn + r0 * c, r1 - r0, c, (emb_qx *)ctx->xq + r0 * c, ctx->xs + r0 * nb);
+    jb->k->quantize_rows(ctx->attn + r0 * cp, r1 - r0, cp, (emb_qx *)ctx->xq + r0 * cp,
+                         ctx->xs + r0 * (cp / EMB_BLOCK));
 }
 
-/* Column split: x ← LayerNorm(x + panel) for rows of task t, then quantized for the next layer. */
+/* Column split: a GLU's product for rows of task t, from the up projection in the panel. */
+static void task_glu(void *arg, size_t t, int worker) {
+    const job *jb = arg;
+    emb_context *ctx = jb->ctx;
+    size_t fp = (size_t)jb->cf->ffn_p, un = (size_t)jb->cf->up_n, r0, r1 = task_rows(jb, t, &r0);
+    ffn_hidden(jb, ctx->panel + r0 * un, r1 - r0, worker_hidden(jb, worker), (emb_qx *)ctx->hq + r0 * fp,
+               ctx->hs + r0 * (fp / EMB_BLOCK));
+}
+
+/* Column split: the residual and norm after the attention output (after_ffn = 0) or the FFN (1)
+   for rows of task t, the projection in the panel as a (T, Cp) matrix. */
 static void task_norm(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
-    const emb_config *cf = &ctx->model->config;
-    size_t c = (size_t)cf->dim, nb = c / EMB_BLOCK, r0, r1 = task_rows(jb, t, &r0);
-    const float *gamma = jb->ffn_norm ? jb->L->ffn_norm_w : jb->L->attn_norm_w;
-    const float *beta = jb->ffn_norm ? jb->L->ffn_norm_b : jb->L->attn_norm_b;
-    (void)worker;
-    jb->k->layernorm(ctx->x + r0 * c, ctx->panel + r0 * c, r1 - r0, c, gamma, beta, cf->eps);
-    if (!jb->ffn_norm || !jb->last) {
-        jb->k->quantize_rows(ctx->x + r0 * c, r1 - r0, c, (emb_qx *)ctx->xq + r0 * c, ctx->xs + r0 * nb);
-    }
+    size_t cp = (size_t)jb->cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
+    float *x = ctx->x + r0 * cp, *tmp = worker_hidden(jb, worker);
+    emb_qx *xq = (emb_qx *)ctx->xq + r0 * cp;
+    float *xs = ctx->xs + r0 * (cp / EMB_BLOCK);
+    if (jb->after_ffn) after_ffn(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
+    else after_attention(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
 }
 
 static void run_columns(job *jb, const emb_linear *lin, const emb_qx *xq, const float *xs, float *y, size_t ldy,
@@ -189,10 +352,11 @@ static void run_columns(job *jb, const emb_linear *lin, const emb_qx *xq, const 
 
 /* ── the forward pass ──────────────────────────────────────────────────────────────── */
 
-void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *lengths, size_t n_seqs) {
+void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *type_ids, const int32_t *lengths,
+                         size_t n_seqs) {
     const emb_config *cf = &ctx->model->config;
     const emb_weights *w = &ctx->model->weights;
-    size_t c = (size_t)cf->dim, f = (size_t)cf->ffn_dim, heads = (size_t)cf->n_heads;
+    size_t cp = (size_t)cf->dim_p, un = (size_t)cf->up_n, heads = (size_t)cf->n_heads;
     size_t total = 0, workers = ctx->n_workers;
     for (size_t s = 0; s < n_seqs; s++) {
         ctx->starts[s] = (int32_t)total;
@@ -203,6 +367,8 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *le
     job jb = {0};
     jb.ctx = ctx;
     jb.k = ctx->kernels;
+    jb.cf = cf;
+    jb.w = w;
     jb.total = total;
     jb.n_seqs = n_seqs;
     jb.split_heads = workers > 1;
@@ -215,12 +381,13 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *le
     n_tasks = (total + jb.rows - 1) / jb.rows;
     size_t n_attention = jb.split_heads ? n_seqs * heads : n_seqs;
 
-    embed(ctx, ids, lengths, n_seqs);
+    embed(ctx, ids, type_ids, lengths, n_seqs);
+    jb.L = &w->layers[0];
     emb_threads_run(ctx->threads, n_tasks, task_embed_norm, &jb);
 
     for (int32_t l = 0; l < cf->n_layers; l++) {
         jb.L = &w->layers[l];
-        jb.last = l + 1 == cf->n_layers;
+        jb.next = l + 1 < cf->n_layers ? &w->layers[l + 1] : NULL;
         if (!columns) {
             emb_threads_run(ctx->threads, n_tasks, task_qkv, &jb);
             emb_threads_run(ctx->threads, n_attention, task_attention, &jb);
@@ -228,15 +395,17 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *le
             continue;
         }
         emb_qx *xq = ctx->xq, *hq = ctx->hq;
-        run_columns(&jb, &jb.L->qkv, xq, ctx->xs, ctx->qkv, 3 * c, 0);
+        run_columns(&jb, &jb.L->qkv, xq, ctx->xs, ctx->qkv, (size_t)cf->qkv_n, 0);
+        if (jb.L->rot_cos) emb_threads_run(ctx->threads, n_tasks, task_rotary, &jb);
         emb_threads_run(ctx->threads, n_attention, task_attention, &jb);
         emb_threads_run(ctx->threads, n_tasks, task_quantize_attn, &jb);
-        run_columns(&jb, &jb.L->out, xq, ctx->xs, ctx->panel, c, 0);
-        jb.ffn_norm = 0;
+        run_columns(&jb, &jb.L->out, xq, ctx->xs, ctx->panel, cp, 0);
+        jb.after_ffn = 0;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);
-        run_columns(&jb, &jb.L->up, xq, ctx->xs, ctx->panel, f, 1);
-        run_columns(&jb, &jb.L->down, hq, ctx->hs, ctx->panel, c, 0);
-        jb.ffn_norm = 1;
+        run_columns(&jb, &jb.L->up, xq, ctx->xs, ctx->panel, un, !cf->glu);
+        if (cf->glu) emb_threads_run(ctx->threads, n_tasks, task_glu, &jb);
+        run_columns(&jb, &jb.L->down, hq, ctx->hs, ctx->panel, cp, 0);
+        jb.after_ffn = 1;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);
     }
 }

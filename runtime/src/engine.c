@@ -1,7 +1,10 @@
 /*
- * engine.c — the public API: status messages, model from bundle, context, tokenize, encode.
+ * engine.c — the public API: status messages, model from bundle, context, tokenize, run.
  *
- * Input checks live here, so encoder.c and the kernels can assume valid shapes and ids.
+ * Every configuration value is read and checked here, against its range and against the shapes
+ * of the tensors that depend on it; every metadata key and every tensor of the bundle must be
+ * one the configuration uses. Input checks live here too, so encoder.c and the kernels can
+ * assume valid shapes and ids.
  */
 #include "edgembed.h"
 
@@ -28,7 +31,7 @@ const char *emb_status_str(emb_status status) {
     case EMB_STATUS_TRUNCATED:
         return "the bundle is truncated (shorter than its header declares); download or regenerate it with `embed bundle MODEL`";
     case EMB_STATUS_CORRUPT:
-        return "the bundle is corrupt (bad header, shapes, offsets or checksum); regenerate it with `embed bundle MODEL`";
+        return "the bundle is corrupt or was altered (bad header, values, shapes, offsets or checksum); regenerate it with `embed bundle MODEL`";
     case EMB_STATUS_UNSUPPORTED:
         return "the bundle uses a feature this engine build does not support (architecture, quantization or tokenizer)";
     case EMB_STATUS_TOO_LONG:
@@ -39,9 +42,97 @@ const char *emb_status_str(emb_status status) {
 
 /* ── reading the configuration ─────────────────────────────────────────────────────── */
 
-static const void *tensor(const emb_bundle *b, const char *name, emb_dtype dt, int ndim, int64_t d0,
-                          int64_t d1, int64_t d2, int64_t d3) {
-    const emb_tensor *t = emb_bundle_tensor(b, name);
+/* What the loader has consumed: at the end every metadata key and tensor must have been. */
+typedef struct loader {
+    const emb_bundle *b;
+    uint8_t meta_used[EMB_BUNDLE_MAX_META];
+    uint8_t *tensor_used;     /* (n_tensors) */
+} loader;
+
+static int str_is(emb_str s, const char *lit) {
+    size_t i = 0;
+    for (; i < s.len; i++) {
+        if (lit[i] == '\0' || lit[i] != s.ptr[i]) return 0;
+    }
+    return lit[i] == '\0';
+}
+
+static int has_prefix(emb_str s, const char *prefix) {
+    size_t i = 0;
+    for (; prefix[i]; i++) {
+        if (i >= s.len || s.ptr[i] != prefix[i]) return 0;
+    }
+    return 1;
+}
+
+static const emb_str *meta(loader *ld, const char *key) {
+    for (size_t i = 0; i < ld->b->n_meta; i++) {
+        if (str_is(ld->b->meta[i].key, key)) {
+            ld->meta_used[i] = 1;
+            return &ld->b->meta[i].value;
+        }
+    }
+    return NULL;
+}
+
+static emb_status meta_int(loader *ld, const char *key, int64_t lo, int64_t hi, int32_t *out) {
+    meta(ld, key);
+    return emb_bundle_meta_int(ld->b, key, lo, hi, out);
+}
+
+static emb_status meta_bool(loader *ld, const char *key, int32_t *out) {
+    meta(ld, key);
+    return emb_bundle_meta_bool(ld->b, key, out);
+}
+
+static emb_status meta_float(loader *ld, const char *key, double lo, double hi, float *out) {
+    meta(ld, key);
+    return emb_bundle_meta_float(ld->b, key, lo, hi, out);
+}
+
+/* One of `names` (n of them): *out its index. Missing: CORRUPT; another value: UNSUPPORTED. */
+static emb_status meta_choice(loader *ld, const char *key, const char *const *names, int n, int32_t *out) {
+    const emb_str *v = meta(ld, key);
+    if (!v) return EMB_STATUS_CORRUPT;
+    for (int i = 0; i < n; i++) {
+        if (str_is(*v, names[i])) {
+            *out = i;
+            return EMB_STATUS_OK;
+        }
+    }
+    return EMB_STATUS_UNSUPPORTED;
+}
+
+/* a, then the decimal num (when num >= 0), then b and c, into buf (cut to fit: a cut name simply
+   finds no tensor) */
+static const char *name_of(char *buf, size_t cap, const char *a, int32_t num, const char *b, const char *c) {
+    size_t n = 0;
+    for (const char *p = a; *p && n + 1 < cap; p++) buf[n++] = *p;
+    if (num >= 0) {
+        char digits[12];
+        int nd = 0;
+        do {
+            digits[nd++] = (char)('0' + num % 10);
+            num /= 10;
+        } while (num && nd < 11);
+        while (nd && n + 1 < cap) buf[n++] = digits[--nd];
+    }
+    for (const char *p = b; *p && n + 1 < cap; p++) buf[n++] = *p;
+    for (const char *p = c; *p && n + 1 < cap; p++) buf[n++] = *p;
+    buf[n] = '\0';
+    return buf;
+}
+
+static const emb_tensor *find(loader *ld, const char *name) {
+    const emb_tensor *t = emb_bundle_tensor(ld->b, name);
+    if (t) ld->tensor_used[t - ld->b->tensors] = 1;
+    return t;
+}
+
+/* The data of tensor `name` when it has this dtype and shape, else NULL. */
+static const void *tensor(loader *ld, const char *name, emb_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                          int64_t d3) {
+    const emb_tensor *t = find(ld, name);
     int64_t want[4] = {d0, d1, d2, d3};
     if (!t || t->dtype != dt || t->ndim != ndim) return NULL;
     for (int i = 0; i < ndim; i++) {
@@ -50,100 +141,280 @@ static const void *tensor(const emb_bundle *b, const char *name, emb_dtype dt, i
     return t->data;
 }
 
-/* "layers.<l>.<name><suffix>" into buf (cut to fit; a cut name simply finds no tensor). */
-static const char *layer_name(char *buf, size_t cap, int32_t l, const char *name, const char *suffix) {
-    size_t n = 0;
-    char digits[12];
-    int nd = 0;
-    do {
-        digits[nd++] = (char)('0' + l % 10);
-        l /= 10;
-    } while (l && nd < 11);
-    for (const char *p = "layers."; *p && n + 1 < cap; p++) buf[n++] = *p;
-    while (nd && n + 1 < cap) buf[n++] = digits[--nd];
-    if (n + 1 < cap) buf[n++] = '.';
-    for (const char *p = name; *p && n + 1 < cap; p++) buf[n++] = *p;
-    for (const char *p = suffix; *p && n + 1 < cap; p++) buf[n++] = *p;
-    buf[n] = '\0';
-    return buf;
-}
+static int present(const loader *ld, const char *name) { return emb_bundle_tensor(ld->b, name) != NULL; }
 
-static emb_status load_linear(const emb_bundle *b, int32_t l, const char *name, int32_t n, int32_t k, emb_linear *out) {
-    char buf[96];
-    out->n = n;
-    out->k = k;
-    out->q = tensor(b, layer_name(buf, sizeof buf, l, name, ".q"), EMB_DTYPE_I8, 4, n / 4, k / 4, 4, 4);
-    out->scale = tensor(b, layer_name(buf, sizeof buf, l, name, ".scale"), EMB_DTYPE_F32, 3, n / 4, k / EMB_BLOCK, 4, 0);
-    out->bias = tensor(b, layer_name(buf, sizeof buf, l, name, ".bias"), EMB_DTYPE_F32, 1, n, 0, 0, 0);
-    return (out->q && out->scale && out->bias) ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
-}
+static const char *const POOLING_NAMES[] = {"mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean"};
+static const char *const ACT_NAMES[] = {"gelu", "gelu_tanh", "relu"};
+static const char *const DENSE_ACT_NAMES[] = {"identity", "tanh"};
 
-static emb_status load_model(emb_model *m) {
-    const emb_bundle *b = &m->bundle;
-    emb_config *cf = &m->config;
-    emb_weights *w = &m->weights;
+static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_MAX_DENSE]) {
     emb_status s;
-
-    if (!emb_bundle_meta_is(b, "arch", "bert") || !emb_bundle_meta_is(b, "hidden_act", "gelu") ||
-        !emb_bundle_meta_is(b, "quantization", "int8-block32") || !emb_bundle_meta_is(b, "weight_layout", "n4k4")) {
-        return EMB_STATUS_UNSUPPORTED;
-    }
-    if ((s = emb_bundle_meta_int(b, "dim", 32, 8192, &cf->dim)) || (s = emb_bundle_meta_int(b, "n_layers", 1, 256, &cf->n_layers)) ||
-        (s = emb_bundle_meta_int(b, "n_heads", 1, 256, &cf->n_heads)) || (s = emb_bundle_meta_int(b, "ffn_dim", 32, 65536, &cf->ffn_dim)) ||
-        (s = emb_bundle_meta_int(b, "vocab_size", 1, 1 << 24, &cf->vocab_size)) ||
-        (s = emb_bundle_meta_int(b, "max_positions", 2, 1 << 16, &cf->max_positions)) ||
-        (s = emb_bundle_meta_int(b, "type_vocab_size", 1, 1 << 16, &cf->type_vocab_size)) ||
-        (s = emb_bundle_meta_int(b, "max_length", 2, 1 << 16, &cf->max_length)) || (s = emb_bundle_meta_bool(b, "normalize", &cf->normalize)) ||
-        (s = emb_bundle_meta_float(b, "layer_norm_eps", &cf->eps))) {
+    int32_t choice;
+    meta(ld, "edgembed_bundle");  /* checked by the parser */
+    meta(ld, "crc32");
+    if (!meta(ld, "name") || !meta(ld, "family")) return EMB_STATUS_CORRUPT;
+    static const char *const int8[] = {"int8-block32"}, *const n4k4[] = {"n4k4"}, *const none[] = {"none"};
+    if ((s = meta_choice(ld, "quantization", int8, 1, &choice)) || (s = meta_choice(ld, "weight_layout", n4k4, 1, &choice)) ||
+        (s = meta_choice(ld, "head", none, 1, &choice))) {
         return s;
     }
-    if (emb_bundle_meta_is(b, "pooling", "mean")) {
-        cf->pooling = EMB_POOLING_MEAN;
-    } else if (emb_bundle_meta_is(b, "pooling", "cls")) {
-        cf->pooling = EMB_POOLING_CLS;
-    } else {
-        return EMB_STATUS_UNSUPPORTED;
+    if ((s = meta_int(ld, "dim", 1, 16384, &cf->dim)) || (s = meta_int(ld, "n_layers", 1, 256, &cf->n_layers)) ||
+        (s = meta_int(ld, "n_heads", 1, 256, &cf->n_heads)) || (s = meta_int(ld, "ffn_dim", 1, 65536, &cf->ffn_dim)) ||
+        (s = meta_int(ld, "vocab_size", 1, 1 << 24, &cf->vocab_size)) ||
+        (s = meta_int(ld, "max_length", 2, 1 << 16, &cf->max_length)) ||
+        (s = meta_float(ld, "layer_norm_eps", 0.0, 1.0, &cf->eps)) ||
+        (s = meta_int(ld, "relative_buckets", 0, 1024, &cf->rel_buckets)) ||
+        (s = meta_int(ld, "type_vocab_size", 0, 1 << 16, &cf->type_vocab_size)) ||
+        (s = meta_bool(ld, "final_norm", &cf->final_norm)) || (s = meta_bool(ld, "norm_bias", &cf->norm_bias)) ||
+        (s = meta_bool(ld, "attention_bias", &cf->attention_bias)) ||
+        (s = meta_bool(ld, "ffn_bias", &cf->ffn_bias)) ||
+        (s = meta_int(ld, "local_window", 0, 1 << 20, &cf->local_window)) ||
+        (s = meta_bool(ld, "include_prompt", &cf->include_prompt)) ||
+        (s = meta_int(ld, "n_dense", 0, EMB_MAX_DENSE, &cf->n_dense)) ||
+        (s = meta_bool(ld, "normalize", &cf->normalize))) {
+        return s;
     }
-    if (cf->dim % EMB_BLOCK || cf->ffn_dim % EMB_BLOCK || cf->dim % cf->n_heads ||
-        (cf->dim / cf->n_heads) % 4 || cf->max_length > cf->max_positions) {
-        return EMB_STATUS_CORRUPT;
+    static const char *const positions[] = {"absolute", "rotary"}, *const norms[] = {"post", "pre"};
+    static const char *const ffns[] = {"mlp", "glu"};
+    if ((s = meta_choice(ld, "position", positions, 2, &cf->position)) || (s = meta_choice(ld, "norm", norms, 2, &cf->pre_norm)) ||
+        (s = meta_choice(ld, "ffn", ffns, 2, &cf->glu)) || (s = meta_choice(ld, "activation", ACT_NAMES, 3, &cf->act)) ||
+        (s = meta_choice(ld, "pooling", POOLING_NAMES, 6, &choice))) {
+        return s;
     }
+    cf->pooling = choice + 1;
+    for (int32_t i = 0; i < cf->n_dense; i++) {
+        char key[48];
+        if ((s = meta_choice(ld, name_of(key, sizeof key, "dense.", i, ".activation", ""), DENSE_ACT_NAMES, 2, &choice))) {
+            return s;
+        }
+        dense_act[i] = choice ? EMB_ACT_TANH : EMB_ACT_IDENTITY;
+    }
+    if (cf->dim % cf->n_heads) return EMB_STATUS_CORRUPT;
     cf->head_dim = cf->dim / cf->n_heads;
-
-    int64_t c = cf->dim;
-    w->word_q = tensor(b, "embeddings.word.q", EMB_DTYPE_I8, 2, cf->vocab_size, c, 0, 0);
-    w->word_scale = tensor(b, "embeddings.word.scale", EMB_DTYPE_F32, 2, cf->vocab_size, c / EMB_BLOCK, 0, 0);
-    w->position = tensor(b, "embeddings.position", EMB_DTYPE_F32, 2, cf->max_positions, c, 0, 0);
-    w->token_type = tensor(b, "embeddings.token_type", EMB_DTYPE_F32, 2, cf->type_vocab_size, c, 0, 0);
-    w->norm_w = tensor(b, "embeddings.norm.weight", EMB_DTYPE_F32, 1, c, 0, 0, 0);
-    w->norm_b = tensor(b, "embeddings.norm.bias", EMB_DTYPE_F32, 1, c, 0, 0, 0);
-    if (!w->word_q || !w->word_scale || !w->position || !w->token_type || !w->norm_w || !w->norm_b) {
-        return EMB_STATUS_CORRUPT;
+    cf->position_pad_id = -1;
+    if (cf->position == EMB_POSITION_ABSOLUTE) {
+        if ((s = meta_int(ld, "max_positions", 1, 1 << 20, &cf->max_positions)) ||
+            (s = meta_int(ld, "position_offset", 0, 1 << 20, &cf->position_offset))) {
+            return s;
+        }
+        const emb_str *pad = meta(ld, "position_pad_id");
+        if (!pad) return EMB_STATUS_CORRUPT;
+        if (!str_is(*pad, "none") &&
+            (s = emb_bundle_meta_int(ld->b, "position_pad_id", 0, cf->vocab_size - 1, &cf->position_pad_id))) {
+            return s;
+        }
+        /* the last row a token can take; a padding id's own row is position_pad_id */
+        if ((int64_t)cf->position_offset + cf->max_length > cf->max_positions || cf->position_pad_id >= cf->max_positions) {
+            return EMB_STATUS_CORRUPT;
+        }
+        if (cf->position_pad_id >= 0 && cf->position_offset != cf->position_pad_id + 1) return EMB_STATUS_CORRUPT;
+    } else {
+        float theta;
+        if ((s = meta_float(ld, "rope_theta_global", 0.0, 1e12, &theta)) ||
+            (s = meta_float(ld, "rope_theta_local", 0.0, 1e12, &theta))) {
+            return s;
+        }
+        if (cf->head_dim % 2) return EMB_STATUS_CORRUPT;
     }
+    const emb_str *pattern = meta(ld, "layer_attention");
+    if (!pattern || pattern->len != (size_t)cf->n_layers) return EMB_STATUS_CORRUPT;
+    int any_local = 0;
+    for (size_t l = 0; l < pattern->len; l++) {
+        if (pattern->ptr[l] != 'g' && pattern->ptr[l] != 'l') return EMB_STATUS_CORRUPT;
+        any_local |= pattern->ptr[l] == 'l';
+    }
+    if (any_local != (cf->local_window > 0)) return EMB_STATUS_CORRUPT;
+    cf->dim_p = (int32_t)emb_pad32((size_t)cf->dim);
+    cf->ffn_p = (int32_t)emb_pad32((size_t)cf->ffn_dim);
+    cf->up_n = (int32_t)emb_pad32((size_t)cf->ffn_dim * (cf->glu ? 2u : 1u));
+    cf->qkv_n = (int32_t)emb_pad32(3 * (size_t)cf->dim);
+    return EMB_STATUS_OK;
+}
+
+/* ── reading the weights ───────────────────────────────────────────────────────────── */
+
+/* The padding of a packed linear (rows n .. np-1, columns k .. kp-1) holds exact zeros. */
+static int padding_is_zero(const emb_linear *lin, size_t n, size_t k) {
+    size_t np = (size_t)lin->n, kp = (size_t)lin->k, kb = kp / EMB_BLOCK;
+    for (size_t row = 0; row < np; row++) {
+        size_t g = row / 4, r = row % 4;
+        size_t from = row < n ? k : 0;
+        for (size_t col = from; col < kp; col++) {
+            if (lin->q[((g * (kp / 4) + col / 4) * 4 + r) * 4 + col % 4] != 0) return 0;
+        }
+        for (size_t b = row < n ? (k + EMB_BLOCK - 1) / EMB_BLOCK : 0; b < kb; b++) {
+            if (lin->scale[(g * kb + b) * 4 + r] != 0.0f) return 0;
+        }
+        if (row >= n && lin->bias[row] != 0.0f) return 0;
+    }
+    return 1;
+}
+
+/* NAME.q, NAME.scale and (when its layer has biases) NAME.bias of a linear W (n, k). */
+static emb_status load_linear(loader *ld, const char *name, int32_t n, int32_t k, int with_bias, const float *zeros,
+                              emb_linear *out) {
+    char buf[96];
+    int64_t np = (int64_t)emb_pad32((size_t)n), kp = (int64_t)emb_pad32((size_t)k);
+    out->n = (int32_t)np;
+    out->k = (int32_t)kp;
+    out->q = tensor(ld, name_of(buf, sizeof buf, name, -1, ".q", ""), EMB_DTYPE_I8, 4, np / 4, kp / 4, 4, 4);
+    out->scale = tensor(ld, name_of(buf, sizeof buf, name, -1, ".scale", ""), EMB_DTYPE_F32, 3, np / 4, kp / EMB_BLOCK, 4, 0);
+    out->bias = with_bias ? tensor(ld, name_of(buf, sizeof buf, name, -1, ".bias", ""), EMB_DTYPE_F32, 1, np, 0, 0, 0) : zeros;
+    if (!out->q || !out->scale || !out->bias) return EMB_STATUS_CORRUPT;
+    return padding_is_zero(out, (size_t)n, (size_t)k) ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
+}
+
+/* NAME.weight (C) and, with norm biases, NAME.bias. Absent and optional: both NULL. */
+static emb_status load_norm(loader *ld, const char *name, int optional, const emb_config *cf, const float *zeros,
+                            const float **w, const float **b) {
+    char buf[96];
+    *w = *b = NULL;
+    if (optional && !present(ld, name_of(buf, sizeof buf, name, -1, ".weight", ""))) {
+        return present(ld, name_of(buf, sizeof buf, name, -1, ".bias", "")) ? EMB_STATUS_CORRUPT : EMB_STATUS_OK;
+    }
+    *w = tensor(ld, name_of(buf, sizeof buf, name, -1, ".weight", ""), EMB_DTYPE_F32, 1, cf->dim, 0, 0, 0);
+    *b = cf->norm_bias ? tensor(ld, name_of(buf, sizeof buf, name, -1, ".bias", ""), EMB_DTYPE_F32, 1, cf->dim, 0, 0, 0)
+                       : zeros;
+    return *w && *b ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
+}
+
+/* MPNet: the bias of every (head, j − i) from the bucket table, precomputed once (model.h). */
+static emb_status load_relative(loader *ld, emb_model *m) {
+    const emb_config *cf = &m->config;
+    emb_weights *w = &m->weights;
+    int64_t span = 2 * (int64_t)cf->max_length - 1;
+    const float *bias = tensor(ld, "encoder.relative_bias", EMB_DTYPE_F32, 2, cf->rel_buckets, cf->n_heads, 0, 0);
+    const int32_t *bucket = tensor(ld, "encoder.relative_bucket", EMB_DTYPE_I32, 1, span, 0, 0, 0);
+    if (!bias || !bucket) return EMB_STATUS_CORRUPT;
+    for (int64_t i = 0; i < span; i++) {
+        if (bucket[i] < 0 || bucket[i] >= cf->rel_buckets) return EMB_STATUS_CORRUPT;
+    }
+    w->rel_ld = (size_t)span + 16;  /* the vector kernels read up to 15 past the last key */
+    w->rel = emb_alloc(sizeof(float) * w->rel_ld * (size_t)cf->n_heads);
+    if (!w->rel) return EMB_STATUS_OUT_OF_MEMORY;
+    emb_memset(w->rel, 0, sizeof(float) * w->rel_ld * (size_t)cf->n_heads);
+    for (size_t h = 0; h < (size_t)cf->n_heads; h++) {
+        for (size_t d = 0; d < (size_t)span; d++) w->rel[h * w->rel_ld + d] = bias[(size_t)bucket[d] * (size_t)cf->n_heads + h];
+    }
+    return EMB_STATUS_OK;
+}
+
+static emb_status load_weights(loader *ld, emb_model *m, const int32_t dense_act[EMB_MAX_DENSE]) {
+    const emb_config *cf = &m->config;
+    emb_weights *w = &m->weights;
+    emb_status s;
+    int64_t c = cf->dim, half = cf->head_dim / 2;
+    size_t widest = (size_t)cf->qkv_n > (size_t)cf->up_n ? (size_t)cf->qkv_n : (size_t)cf->up_n;
+    w->zeros = emb_alloc(sizeof(float) * widest);
     w->layers = emb_alloc(sizeof(emb_layer) * (size_t)cf->n_layers);
-    if (!w->layers) return EMB_STATUS_OUT_OF_MEMORY;
+    if (!w->zeros || !w->layers) return EMB_STATUS_OUT_OF_MEMORY;
+    emb_memset(w->zeros, 0, sizeof(float) * widest);
+    emb_memset(w->layers, 0, sizeof(emb_layer) * (size_t)cf->n_layers);
+
+    w->word_q = tensor(ld, "embeddings.word.q", EMB_DTYPE_I8, 2, cf->vocab_size, c, 0, 0);
+    w->word_scale = tensor(ld, "embeddings.word.scale", EMB_DTYPE_F32, 2, cf->vocab_size, (c + EMB_BLOCK - 1) / EMB_BLOCK, 0, 0);
+    if (!w->word_q || !w->word_scale) return EMB_STATUS_CORRUPT;
+    if (cf->position == EMB_POSITION_ABSOLUTE) {
+        w->position = tensor(ld, "embeddings.position", EMB_DTYPE_F32, 2, cf->max_positions, c, 0, 0);
+        if (!w->position) return EMB_STATUS_CORRUPT;
+    }
+    if (cf->type_vocab_size) {
+        w->token_type = tensor(ld, "embeddings.token_type", EMB_DTYPE_F32, 2, cf->type_vocab_size, c, 0, 0);
+        if (!w->token_type) return EMB_STATUS_CORRUPT;
+    }
+    if ((s = load_norm(ld, "embeddings.norm", 0, cf, w->zeros, &w->norm_w, &w->norm_b))) return s;
+    if (cf->rel_buckets && (s = load_relative(ld, m))) return s;
+
+    const float *rot[2][2] = {{NULL, NULL}, {NULL, NULL}};  /* [global, local][cos, sin] */
+    const emb_str *pattern = emb_bundle_meta(ld->b, "layer_attention");
+    if (cf->position == EMB_POSITION_ROTARY) {
+        static const char *const names[2][2] = {{"rotary.global.cos", "rotary.global.sin"},
+                                                {"rotary.local.cos", "rotary.local.sin"}};
+        for (int kind = 0; kind < 2; kind++) {
+            int used = 0;
+            for (size_t l = 0; l < pattern->len; l++) used |= pattern->ptr[l] == (kind ? 'l' : 'g');
+            for (int part = 0; used && part < 2; part++) {
+                rot[kind][part] = tensor(ld, names[kind][part], EMB_DTYPE_F32, 2, cf->max_length, half, 0, 0);
+                if (!rot[kind][part]) return EMB_STATUS_CORRUPT;
+            }
+        }
+    }
+
     for (int32_t l = 0; l < cf->n_layers; l++) {
         emb_layer *L = &w->layers[l];
         char name[96];
-        if ((s = load_linear(b, l, "attention.qkv", 3 * cf->dim, cf->dim, &L->qkv)) ||
-            (s = load_linear(b, l, "attention.out", cf->dim, cf->dim, &L->out)) ||
-            (s = load_linear(b, l, "ffn.up", cf->ffn_dim, cf->dim, &L->up)) ||
-            (s = load_linear(b, l, "ffn.down", cf->dim, cf->ffn_dim, &L->down))) {
+        int ab = cf->attention_bias, fb = cf->ffn_bias;
+        if ((s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".attention.qkv", ""), 3 * cf->dim, cf->dim,
+                             ab, w->zeros, &L->qkv)) ||
+            (s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".attention.out", ""), cf->dim, cf->dim, ab,
+                             w->zeros, &L->out)) ||
+            (s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".ffn.up", ""),
+                             cf->ffn_dim * (cf->glu ? 2 : 1), cf->dim, fb, w->zeros, &L->up)) ||
+            (s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".ffn.down", ""), cf->dim, cf->ffn_dim, fb,
+                             w->zeros, &L->down)) ||
+            (s = load_norm(ld, name_of(name, sizeof name, "layers.", l, ".attention.norm", ""), cf->pre_norm, cf,
+                           w->zeros, &L->attn_norm_w, &L->attn_norm_b)) ||
+            (s = load_norm(ld, name_of(name, sizeof name, "layers.", l, ".ffn.norm", ""), 0, cf, w->zeros,
+                           &L->ffn_norm_w, &L->ffn_norm_b))) {
             return s;
         }
-        L->attn_norm_w = tensor(b, layer_name(name, sizeof name, l, "attention.norm.weight", ""), EMB_DTYPE_F32, 1, c, 0, 0, 0);
-        L->attn_norm_b = tensor(b, layer_name(name, sizeof name, l, "attention.norm.bias", ""), EMB_DTYPE_F32, 1, c, 0, 0, 0);
-        L->ffn_norm_w = tensor(b, layer_name(name, sizeof name, l, "ffn.norm.weight", ""), EMB_DTYPE_F32, 1, c, 0, 0, 0);
-        L->ffn_norm_b = tensor(b, layer_name(name, sizeof name, l, "ffn.norm.bias", ""), EMB_DTYPE_F32, 1, c, 0, 0, 0);
-        if (!L->attn_norm_w || !L->attn_norm_b || !L->ffn_norm_w || !L->ffn_norm_b) return EMB_STATUS_CORRUPT;
+        L->local = pattern->ptr[l] == 'l';
+        L->rot_cos = rot[L->local][0];
+        L->rot_sin = rot[L->local][1];
     }
+    if (cf->final_norm && (s = load_norm(ld, "final_norm", 0, cf, w->zeros, &w->final_w, &w->final_b))) return s;
 
-    s = emb_tokenizer_from_bundle(&m->tokenizer, b, cf->vocab_size, cf->max_length);
-    if (s != EMB_STATUS_OK) {
-        m->tokenizer = NULL;
-        return s;
+    int32_t k = cf->dim;
+    for (int32_t i = 0; i < cf->n_dense; i++) {
+        char name[48];
+        const emb_tensor *t = find(ld, name_of(name, sizeof name, "dense.", i, ".weight", ""));
+        if (!t || t->dtype != EMB_DTYPE_F32 || t->ndim != 2 || t->shape[1] != k || t->shape[0] > 65536) {
+            return EMB_STATUS_CORRUPT;
+        }
+        emb_dense *d = &w->dense[i];
+        d->e = (int32_t)t->shape[0];
+        d->k = k;
+        d->w = (const float *)t->data;
+        d->act = dense_act[i];
+        if (present(ld, name_of(name, sizeof name, "dense.", i, ".bias", ""))) {
+            d->b = tensor(ld, name, EMB_DTYPE_F32, 1, d->e, 0, 0, 0);
+            if (!d->b) return EMB_STATUS_CORRUPT;
+        }
+        k = d->e;
+    }
+    m->config.out_dim = k;
+    return EMB_STATUS_OK;
+}
+
+/* Every metadata key and tensor was used by the configuration (the tokenizer's excepted). */
+static emb_status check_all_used(const loader *ld) {
+    const emb_bundle *b = ld->b;
+    for (size_t i = 0; i < b->n_meta; i++) {
+        emb_str key = b->meta[i].key;
+        if (!ld->meta_used[i] && !str_is(key, "tokenizer") && !has_prefix(key, "tokenizer.")) return EMB_STATUS_CORRUPT;
+    }
+    for (size_t i = 0; i < b->n_tensors; i++) {
+        if (!ld->tensor_used[i] && !has_prefix(b->tensors[i].name, "tokenizer.")) return EMB_STATUS_CORRUPT;
     }
     return EMB_STATUS_OK;
+}
+
+static emb_status load_model(emb_model *m) {
+    loader ld;
+    emb_memset(&ld, 0, sizeof ld);
+    ld.b = &m->bundle;
+    ld.tensor_used = emb_alloc(m->bundle.n_tensors + 1);
+    if (!ld.tensor_used) return EMB_STATUS_OUT_OF_MEMORY;
+    emb_memset(ld.tensor_used, 0, m->bundle.n_tensors + 1);
+    int32_t dense_act[EMB_MAX_DENSE] = {0};
+    emb_status s = load_config(&ld, &m->config, dense_act);
+    if (s == EMB_STATUS_OK) s = load_weights(&ld, m, dense_act);
+    if (s == EMB_STATUS_OK) s = check_all_used(&ld);
+    emb_dealloc(ld.tensor_used);
+    if (s != EMB_STATUS_OK) return s;
+    s = emb_tokenizer_from_bundle(&m->tokenizer, &m->bundle, m->config.vocab_size, m->config.max_length);
+    if (s != EMB_STATUS_OK) m->tokenizer = NULL;
+    return s;
 }
 
 emb_status emb_model_init(emb_model **out, const void *bundle, size_t size) {
@@ -171,6 +442,8 @@ void emb_model_free(emb_model *model) {
     if (!model) return;
     if (model->tokenizer) emb_tokenizer_free(model->tokenizer);
     emb_dealloc(model->weights.layers);
+    emb_dealloc(model->weights.rel);
+    emb_dealloc(model->weights.zeros);
     emb_bundle_release(&model->bundle);
     emb_dealloc(model);
 }
@@ -178,7 +451,7 @@ void emb_model_free(emb_model *model) {
 void emb_model_get_info(const emb_model *model, emb_model_info *info) {
     if (!model || !info) return;
     const emb_config *cf = &model->config;
-    info->dim = cf->dim;
+    info->dim = cf->out_dim;
     info->n_layers = cf->n_layers;
     info->n_heads = cf->n_heads;
     info->ffn_dim = cf->ffn_dim;
@@ -187,6 +460,25 @@ void emb_model_get_info(const emb_model *model, emb_model_info *info) {
     info->pooling = cf->pooling;
     info->normalize = cf->normalize;
     info->version = model->bundle.version;
+}
+
+void emb_model_get_config(const emb_model *model, emb_model_config *config) {
+    if (!model || !config) return;
+    const emb_config *cf = &model->config;
+    config->version = model->bundle.version;
+    config->dim = cf->out_dim;
+    config->hidden_dim = cf->dim;
+    config->n_layers = cf->n_layers;
+    config->n_heads = cf->n_heads;
+    config->ffn_dim = cf->ffn_dim;
+    config->vocab_size = cf->vocab_size;
+    config->max_length = cf->max_length;
+    config->type_vocab_size = cf->type_vocab_size;
+    config->pooling = cf->pooling;
+    config->include_prompt = cf->include_prompt;
+    config->normalize = cf->normalize;
+    config->n_dense = cf->n_dense;
+    config->head = EMB_HEAD_NONE;
 }
 
 const char *emb_model_get_meta(const emb_model *model, const char *key, size_t *len) {
@@ -219,6 +511,7 @@ emb_status emb_model_tokenize_ex(const emb_model *model, const char *utf8, size_
 #define EMB_MAX_CONTEXT_TOKENS ((size_t)1 << 20)
 
 static size_t align64(size_t n) { return (n + 63u) & ~(size_t)63u; }
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
 emb_status emb_context_init(emb_context **out, const emb_model *model, size_t max_tokens) {
     return emb_context_init_ex(out, model, max_tokens, 1, NULL);
@@ -229,7 +522,7 @@ emb_status emb_context_init(emb_context **out, const emb_model *model, size_t ma
 #else
 #define EMB_R EMB_PANEL_ROWS
 #endif
-#define EMB_N_PARTS 10
+#define EMB_N_PARTS 13
 
 emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t max_tokens, int32_t n_threads,
                                const char *kernels) {
@@ -241,14 +534,27 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     const emb_kernels *kset = emb_kernels_find(kernels);
     if (!kset) return EMB_STATUS_UNSUPPORTED;
     const emb_config *cf = &model->config;
-    size_t t = max_tokens, c = (size_t)cf->dim, f = (size_t)cf->ffn_dim, r = EMB_R;
+    size_t t = max_tokens, cp = (size_t)cf->dim_p, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n, r = EMB_R;
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
     size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
+    size_t pool = (size_t)cf->dim;
+    for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */
-    uint64_t t64 = t, c64 = c, f64 = f, wr = (uint64_t)w * r, qx = sizeof(emb_qx);
+    uint64_t t64 = t, cp64 = cp, fp64 = fp, wr = (uint64_t)w * r, qx = sizeof(emb_qx);
     uint64_t sizes64[EMB_N_PARTS] = {
-        t64 * c64 * 4, t64 * 3 * c64 * 4, t64 * c64 * 4, t64 * c64 * qx, t64 * (c64 / EMB_BLOCK) * 4, (t64 + 1) * 4,
-        wr * (c > f ? c64 : f64) * 4, wr * f64 * qx, wr * (f64 / EMB_BLOCK) * 4, (uint64_t)w * scratch * 4,
+        t64 * cp64 * 4,                     /* x */
+        t64 * (uint64_t)cf->qkv_n * 4,      /* qkv */
+        t64 * cp64 * 4,                     /* attn */
+        t64 * cp64 * qx,                    /* xq */
+        t64 * (cp64 / EMB_BLOCK) * 4,       /* xs */
+        (t64 + 1) * 4,                      /* starts */
+        t64 * 4,                            /* pos */
+        wr * max_size(cp, un) * 4,          /* panel */
+        wr * max_size(cp, fp) * 4,          /* hidden */
+        wr * fp64 * qx,                     /* hq */
+        wr * (fp64 / EMB_BLOCK) * 4,        /* hs */
+        (uint64_t)w * scratch * 4,          /* scratch */
+        (uint64_t)pool * 2 * 4,             /* pool */
     };
     uint64_t total64 = 0;
     size_t sizes[EMB_N_PARTS];
@@ -269,7 +575,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
         emb_dealloc(ctx);
         return st;
     }
-    emb_memset(arena, 0, total);
+    emb_memset(arena, 0, total);  /* padding columns start (and stay) exactly 0 */
     ctx->model = model;
     ctx->kernels = kset;
     ctx->n_workers = w;
@@ -290,10 +596,13 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     ctx->xq = parts[3];
     ctx->xs = parts[4];
     ctx->starts = parts[5];
-    ctx->panel = parts[6];
-    ctx->hq = parts[7];
-    ctx->hs = parts[8];
-    ctx->scratch = parts[9];
+    ctx->pos = parts[6];
+    ctx->panel = parts[7];
+    ctx->hidden = parts[8];
+    ctx->hq = parts[9];
+    ctx->hs = parts[10];
+    ctx->scratch = parts[11];
+    ctx->pool = parts[12];
     *out = ctx;
     return EMB_STATUS_OK;
 }
@@ -311,28 +620,82 @@ const char *emb_context_kernels(const emb_context *ctx) { return ctx ? ctx->kern
 
 size_t emb_context_max_tokens(const emb_context *ctx) { return ctx ? ctx->max_tokens : 0; }
 
-emb_status emb_context_encode(emb_context *ctx, const int32_t *ids, const int32_t *lengths, size_t n_seqs,
-                              emb_pooling pooling, int normalize, float *out, size_t out_cap) {
-    if (!ctx || !ids || !lengths || !out || n_seqs == 0) return EMB_STATUS_INVALID_ARGUMENT;
+/* ── running a request ─────────────────────────────────────────────────────────────── */
+
+static emb_status check_request(const emb_context *ctx, const emb_request *rq, size_t *total_out) {
     const emb_config *cf = &ctx->model->config;
-    if (pooling != EMB_POOLING_MODEL && pooling != EMB_POOLING_MEAN && pooling != EMB_POOLING_CLS) {
-        return EMB_STATUS_INVALID_ARGUMENT;
-    }
+    if (!rq->ids || !rq->lengths || rq->n_seqs == 0) return EMB_STATUS_INVALID_ARGUMENT;
+    if (rq->output != EMB_OUTPUT_EMBEDDING && rq->output != EMB_OUTPUT_TOKENS) return EMB_STATUS_INVALID_ARGUMENT;
+    if (rq->pooling < EMB_POOLING_MODEL || rq->pooling > EMB_POOLING_WEIGHTEDMEAN) return EMB_STATUS_INVALID_ARGUMENT;
     size_t total = 0;
-    for (size_t s = 0; s < n_seqs; s++) {
-        if (lengths[s] <= 0) return EMB_STATUS_INVALID_ARGUMENT;
-        if (lengths[s] > cf->max_length) return EMB_STATUS_TOO_LONG;
-        total += (size_t)lengths[s];
+    for (size_t s = 0; s < rq->n_seqs; s++) {
+        if (rq->lengths[s] <= 0) return EMB_STATUS_INVALID_ARGUMENT;
+        if (rq->lengths[s] > cf->max_length) return EMB_STATUS_TOO_LONG;
+        if (rq->prompt_lengths && (rq->prompt_lengths[s] < 0 || rq->prompt_lengths[s] >= rq->lengths[s])) {
+            return EMB_STATUS_INVALID_ARGUMENT;
+        }
+        total += (size_t)rq->lengths[s];
         if (total > ctx->max_tokens) return EMB_STATUS_INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < total; i++) {
-        if (ids[i] < 0 || ids[i] >= cf->vocab_size) return EMB_STATUS_INVALID_ARGUMENT;
+        if (rq->ids[i] < 0 || rq->ids[i] >= cf->vocab_size) return EMB_STATUS_INVALID_ARGUMENT;
     }
-    if (n_seqs > out_cap / (size_t)cf->dim) return EMB_STATUS_BUFFER_TOO_SMALL;
-
-    emb_encoder_forward(ctx, ids, lengths, n_seqs);
-    emb_pooling pool = pooling == EMB_POOLING_MODEL ? (emb_pooling)cf->pooling : pooling;
-    int norm = normalize < 0 ? cf->normalize : normalize > 0;
-    emb_pool(ctx->x, (size_t)cf->dim, lengths, n_seqs, pool, norm, out);
+    if (rq->type_ids) {
+        for (size_t i = 0; i < total; i++) {
+            if (rq->type_ids[i] < 0 || rq->type_ids[i] >= cf->type_vocab_size) return EMB_STATUS_INVALID_ARGUMENT;
+        }
+    }
+    *total_out = total;
     return EMB_STATUS_OK;
+}
+
+emb_status emb_context_run(emb_context *ctx, const emb_request *rq, emb_output *out) {
+    if (!ctx || !rq || !out) return EMB_STATUS_INVALID_ARGUMENT;
+    const emb_config *cf = &ctx->model->config;
+    size_t total = 0;
+    emb_status s = check_request(ctx, rq, &total);
+    if (s != EMB_STATUS_OK) return s;
+    int tokens = rq->output == EMB_OUTPUT_TOKENS;
+    out->n_rows = tokens ? total : rq->n_seqs;
+    out->row_size = tokens ? (size_t)cf->dim : (size_t)cf->out_dim;
+    if (out->n_rows > out->values_cap / out->row_size) return EMB_STATUS_BUFFER_TOO_SMALL;
+    if (!out->values) return EMB_STATUS_INVALID_ARGUMENT;
+
+    emb_encoder_forward(ctx, rq->ids, rq->type_ids, rq->lengths, rq->n_seqs);
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, width = out->row_size;
+    if (tokens) {
+        for (size_t t = 0; t < total; t++) emb_memcpy(out->values + t * c, ctx->x + t * cp, sizeof(float) * c);
+        return EMB_STATUS_OK;
+    }
+    emb_pooling pool = rq->pooling == EMB_POOLING_MODEL ? (emb_pooling)cf->pooling : (emb_pooling)rq->pooling;
+    int norm = rq->normalize < 0 ? cf->normalize : rq->normalize > 0;
+    int include = rq->include_prompt < 0 ? cf->include_prompt : rq->include_prompt > 0;
+    const int32_t *skip = include ? NULL : rq->prompt_lengths;
+    size_t t = 0, pool_floats = c;
+    for (int32_t i = 0; i < cf->n_dense; i++) pool_floats = max_size(pool_floats, (size_t)ctx->model->weights.dense[i].e);
+    for (size_t q = 0; q < rq->n_seqs; q++) {
+        float *v = ctx->pool;
+        emb_pool(ctx->x + t * cp, c, cp, rq->lengths + q, skip ? skip + q : NULL, 1, pool, v);
+        emb_dense_apply(&ctx->model->weights, cf->n_dense, v, c, v + pool_floats);
+        if (norm) emb_l2_normalize(v, width);
+        emb_memcpy(out->values + q * width, v, sizeof(float) * width);
+        t += (size_t)rq->lengths[q];
+    }
+    return EMB_STATUS_OK;
+}
+
+emb_status emb_context_encode(emb_context *ctx, const int32_t *ids, const int32_t *lengths, size_t n_seqs,
+                              emb_pooling pooling, int normalize, float *out, size_t out_cap) {
+    if (!ctx || !ids || !lengths || !out || n_seqs == 0) return EMB_STATUS_INVALID_ARGUMENT;
+    emb_request rq;
+    emb_memset(&rq, 0, sizeof rq);
+    rq.ids = ids;
+    rq.lengths = lengths;
+    rq.n_seqs = n_seqs;
+    rq.output = EMB_OUTPUT_EMBEDDING;
+    rq.pooling = (int32_t)pooling;
+    rq.normalize = normalize;
+    rq.include_prompt = -1;
+    emb_output o = {out, out_cap, 0, 0};
+    return emb_context_run(ctx, &rq, &o);
 }

@@ -56,12 +56,12 @@ void emb_gemm_q8_ref(const int8_t *xq, const float *xs, size_t m, const emb_line
     }
 }
 
-void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, const float *gamma,
+void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,
                        const float *beta, float eps) {
     for (size_t i = 0; i < m; i++) {
-        float *row = x + i * c;
+        float *row = x + i * ld;
         if (residual) {
-            for (size_t j = 0; j < c; j++) row[j] = row[j] + residual[i * c + j];
+            for (size_t j = 0; j < c; j++) row[j] = row[j] + residual[i * ld + j];
         }
         float a[4] = {0, 0, 0, 0};
         for (size_t j = 0; j < c; j++) a[j & 3] += row[j];
@@ -81,41 +81,49 @@ void emb_gelu_ref(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = emb_gelu1(x[i]);
 }
 
-void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
-                             float *out, float *scratch) {
-    size_t d_head = c / n_heads, ld = 3 * c;
+/*
+ * Each query's scores go over its keys j0 .. j1-1 (all n, or the window), in 4 lanes by the
+ * key's index (j & 3, whatever j0 is), so that a vector kernel summing aligned groups of keys
+ * — with exact zeros for the keys it leaves out — adds the same terms in the same order.
+ */
+void emb_attention_heads_ref(const emb_attention_args *a, size_t h0, size_t h1, float *scratch) {
+    size_t n = a->n, c = a->c, d_head = c / a->n_heads, w = a->window;
     float scale = 1.0f / __builtin_sqrtf((float)d_head);
     float *scores = scratch;
     for (size_t h = h0; h < h1; h++) {
+        const float *bias = a->bias ? a->bias + h * a->bias_ld + a->bias_mid : NULL;
         for (size_t i = 0; i < n; i++) {
-            const float *q = qkv + i * ld + h * d_head;
+            size_t j0 = w && i > w ? i - w : 0, j1 = w && i + w + 1 < n ? i + w + 1 : n;
+            const float *q = a->qkv + i * a->ldq + h * d_head;
             float mx = -3.0e38f;
-            for (size_t j = 0; j < n; j++) {
-                const float *kr = qkv + j * ld + c + h * d_head;
-                float a[4] = {0, 0, 0, 0};
-                for (size_t d = 0; d < d_head; d++) a[d & 3] += q[d] * kr[d];
-                float sc = emb_hsum4(a[0], a[1], a[2], a[3]) * scale;
+            for (size_t j = j0; j < j1; j++) {
+                const float *kr = a->qkv + j * a->ldq + c + h * d_head;
+                float l[4] = {0, 0, 0, 0};
+                for (size_t e = 0; e < d_head; e++) l[e & 3] += q[e] * kr[e];
+                float sc = emb_hsum4(l[0], l[1], l[2], l[3]) * scale;
+                if (bias) sc = sc + bias[(ptrdiff_t)j - (ptrdiff_t)i];  /* bias points at j − i = 0 */
                 scores[j] = sc;
                 mx = sc > mx ? sc : mx;
             }
-            float a[4] = {0, 0, 0, 0};
-            for (size_t j = 0; j < n; j++) {
+            float l[4] = {0, 0, 0, 0};
+            for (size_t j = j0; j < j1; j++) {
                 float e = emb_expf(scores[j] - mx);
                 scores[j] = e;
-                a[j & 3] += e;
+                l[j & 3] += e;
             }
-            float inv = 1.0f / emb_hsum4(a[0], a[1], a[2], a[3]);
-            float *o = out + i * c + h * d_head;
-            for (size_t d = 0; d < d_head; d++) o[d] = 0.0f;
-            for (size_t j = 0; j < n; j++) {
-                const float *v = qkv + j * ld + 2 * c + h * d_head;
+            float inv = 1.0f / emb_hsum4(l[0], l[1], l[2], l[3]);
+            float *o = a->out + i * a->ldo + h * d_head;
+            for (size_t e = 0; e < d_head; e++) o[e] = 0.0f;
+            for (size_t j = j0; j < j1; j++) {
+                const float *v = a->qkv + j * a->ldq + 2 * c + h * d_head;
                 float p = scores[j] * inv;
-                for (size_t d = 0; d < d_head; d++) o[d] += p * v[d];
+                for (size_t e = 0; e < d_head; e++) o[e] += p * v[e];
             }
         }
     }
 }
 
 void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores) {
-    emb_attention_heads_ref(qkv, n, c, n_heads, 0, n_heads, out, scores);
+    emb_attention_args a = {qkv, 3 * c, out, c, n, c, n_heads, NULL, 0, 0, 0};
+    emb_attention_heads_ref(&a, 0, n_heads, scores);
 }

@@ -27,6 +27,8 @@
  * each set against the reference, natively and in wasm.
  *
  * Shapes: M rows (tokens), K inputs, N outputs, C hidden, D head size, n tokens of a sequence.
+ * GEMMs see padded shapes (N % 4 == 0, K % 32 == 0); LayerNorm and attention see the real C and
+ * D with row strides, so any hidden, head and FFN size runs on every set.
  */
 #ifndef EMB_KERNELS_H
 #define EMB_KERNELS_H
@@ -53,31 +55,53 @@
 #endif
 #endif
 
-/* x (M, K) f32 → q (M, K) i8 and s (M, K/32) f32, per row and block of 32 (docs/quantization.md). */
+/* x (M, K) f32 → q (M, K) i8 and s (M, K/32) f32, per row and block of 32 (docs/quantization.md);
+   K is a multiple of 32 (a short block arrives zero-padded, which is what its rule means). */
 void emb_quantize_rows_ref(const float *x, size_t m, size_t k, int8_t *q, float *s);
 /* y (M, N), row stride ldy = bias + Σ_b (s_x·s_w) · Σ_k q_x·q_w, W in the n4k4 packing. */
 void emb_gemm_q8_ref(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
-/* x (M, C) ← LayerNorm(x + residual) · gamma + beta; residual (M, C) may be NULL. */
-void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, const float *gamma,
+/* x (M, C), rows ld apart, ← LayerNorm(x + residual) · gamma + beta over the first c columns
+   (the rest of each row is left as it is); residual (M, C), rows ld apart, may be NULL. */
+void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,
                        const float *beta, float eps);
 /* x (n) ← GELU(x), exact erf form. */
 void emb_gelu_ref(float *x, size_t n);
-/* One sequence of n tokens, every head: qkv (n, 3C) → out (n, C); scores: n floats of scratch. */
+
+/*
+ * Attention over one sequence of n tokens. Head h reads columns h·D .. h·D+D-1 of the queries
+ * (qkv[i][·]), keys (qkv[i][c + ·]) and values (qkv[i][2c + ·]), D = c / n_heads, and writes
+ * the same columns of out. score(i, j) = (q_i · k_j) · (1/√D), plus bias[h·bias_ld + bias_mid +
+ * j − i] when bias is set (MPNet's relative buckets; the table covers j − i up to n + 15 past
+ * bias_mid for the vector kernels' padding); with window > 0 only keys |i − j| ≤ window count
+ * (sliding-window layers). Softmax over the keys, then Σ_j p_j v_j.
+ */
+typedef struct emb_attention_args {
+    const float *qkv;     /* (n, ldq) */
+    size_t ldq;
+    float *out;           /* (n, ldo) */
+    size_t ldo;
+    size_t n, c, n_heads;
+    const float *bias;    /* NULL or (n_heads, bias_ld) */
+    size_t bias_ld, bias_mid;
+    size_t window;        /* 0: every key */
+} emb_attention_args;
+
+/* Heads h0 .. h1-1. scratch: emb_attention_scratch(n, D) floats (the reference uses n). The
+   vector sets fall back to it for head sizes their vectors do not divide and for windows that
+   leave keys out. */
+void emb_attention_heads_ref(const emb_attention_args *a, size_t h0, size_t h1, float *scratch);
+/* Every head of a packed problem qkv (n, 3C) → out (n, C), no bias or window. */
 void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores);
-/* The same for heads h0 .. h1-1 only (emb_attention_ref is all heads; the native sets fall back
-   to it for head sizes their vectors do not divide). scratch: n floats. */
-void emb_attention_heads_ref(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
-                             float *out, float *scratch);
 
 #if defined(__wasm_simd128__)
 void emb_quantize_rows_simd128(const float *x, size_t m, size_t k, int8_t *q, float *s);
 /* the same codes, widened to 16 bits: the SIMD128 GEMM splats four of them with one load */
 void emb_quantize_rows16_simd128(const float *x, size_t m, size_t k, int16_t *q, float *s);
 void emb_gemm_q8_simd128(const int16_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
-void emb_layernorm_simd128(float *x, const float *residual, size_t m, size_t c, const float *gamma,
+void emb_layernorm_simd128(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,
                            const float *beta, float eps);
 void emb_gelu_simd128(float *x, size_t n);
-void emb_attention_simd128(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores);
+void emb_attention_simd128(const emb_attention_args *a, size_t h0, size_t h1, float *scratch);
 #endif
 #if defined(__wasm_relaxed_simd__)
 void emb_gemm_q8_relaxed(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
@@ -98,18 +122,19 @@ typedef int8_t emb_qx;
 /*
  * A kernel set: what the encoder calls. `attention` runs heads h0 .. h1-1 of one sequence;
  * scratch holds emb_attention_scratch(n, D) floats. Every entry computes exactly what the
- * reference computes.
+ * reference computes. (Element-wise steps with no kernel of their own — other activations, the
+ * GLU product, rotary positions, residual adds, pooling, Dense — are plain C shared by every
+ * set, so they give the same bits everywhere by construction.)
  */
 typedef struct emb_kernels {
     const char *name;
     int (*supported)(void);  /* 1 when this CPU and OS can run the set; NULL: always */
     void (*quantize_rows)(const float *x, size_t m, size_t k, emb_qx *q, float *s);
     void (*gemm_q8)(const emb_qx *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
-    void (*layernorm)(float *x, const float *residual, size_t m, size_t c, const float *gamma, const float *beta,
-                      float eps);
+    void (*layernorm)(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,
+                      const float *beta, float eps);
     void (*gelu)(float *x, size_t n);
-    void (*attention)(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1, float *out,
-                      float *scratch);
+    void (*attention)(const emb_attention_args *a, size_t h0, size_t h1, float *scratch);
 } emb_kernels;
 
 /* Floats of attention scratch for one sequence of n tokens and head size d (any kernel set):

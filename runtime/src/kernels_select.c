@@ -96,30 +96,45 @@ static int check_float_kernels(const emb_kernels *k, check_rng *r) {
     emb_gelu_ref(x1, M * C);
     k->gelu(x2, M * C);
     if (!same_bytes(x1, x2, sizeof x1)) return 0;
-    emb_layernorm_ref(x1, res, M, C, g, b, 1e-12f);
-    k->layernorm(x2, res, M, C, g, b, 1e-12f);
+    emb_layernorm_ref(x1, res, M, C, C, g, b, 1e-12f);
+    k->layernorm(x2, res, M, C, C, g, b, 1e-12f);
     if (!same_bytes(x1, x2, sizeof x1)) return 0;
-    emb_layernorm_ref(x1, NULL, M, C, g, b, 1e-5f);
-    k->layernorm(x2, NULL, M, C, g, b, 1e-5f);
+    emb_layernorm_ref(x1, NULL, M, C, C, g, b, 1e-5f);
+    k->layernorm(x2, NULL, M, C, C, g, b, 1e-5f);
+    if (!same_bytes(x1, x2, sizeof x1)) return 0;
+    /* a ragged width (45 of 64 columns per row, every vector's tail), with and without residual */
+    emb_layernorm_ref(x1, res, 2, 45, 64, g, b, 1e-12f);
+    k->layernorm(x2, res, 2, 45, 64, g, b, 1e-12f);
+    emb_layernorm_ref(x1, NULL, 3, 29, 32, g, b, 1e-6f);
+    k->layernorm(x2, NULL, 3, 29, 32, g, b, 1e-6f);
     if (!same_bytes(x1, x2, sizeof x1)) return 0;
 
-    /* attention: a head size the vectors divide (32) and one they do not (12), all and some heads */
-    static const size_t shapes[][4] = {{N, CA, HA, 0}, {5, 24, 2, 0}, {1, CA, HA, 1}, {18, CA, 1, 0}};
+    /* attention (n, C, H, first head, window, relative bias): head sizes the vectors divide (32,
+       16) and ones they do not (12, 13), a window that leaves keys out, a relative bias */
+    static const size_t shapes[][6] = {{N, CA, HA, 0, 0, 0},  {5, 24, 2, 0, 0, 0},  {1, CA, HA, 1, 0, 0},
+                                       {18, CA, 1, 0, 0, 0},  {19, 64, 4, 0, 0, 1}, {23, 64, 2, 0, 5, 0},
+                                       {9, 39, 3, 1, 0, 1},   {33, 32, 2, 0, 40, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t n = shapes[s][0], c = shapes[s][1], h = shapes[s][2], h0 = shapes[s][3];
+        size_t ldq = 3 * c + 4, ldo = c + 3, bias_ld = 2 * n + 15;
         size_t scratch = emb_attention_scratch(n, c / h);
-        float *qkv = emb_alloc(4 * n * 3 * c), *o1 = emb_alloc(4 * n * c), *o2 = emb_alloc(4 * n * c);
-        float *sc = emb_alloc(4 * scratch);
-        int ok = qkv && o1 && o2 && sc;
+        float *qkv = emb_alloc(4 * n * ldq), *o1 = emb_alloc(4 * n * ldo), *o2 = emb_alloc(4 * n * ldo);
+        float *sc = emb_alloc(4 * scratch), *bias = emb_alloc(4 * h * bias_ld);
+        int ok = qkv && o1 && o2 && sc && bias;
         if (ok) {
-            for (size_t i = 0; i < n * 3 * c; i++) qkv[i] = next_f(r, -3.0f, 3.0f);
-            emb_memset(o2, 0, 4 * n * c);
-            emb_memset(o1, 0, 4 * n * c);
-            emb_attention_heads_ref(qkv, n, c, h, h0, h, o1, sc);
-            k->attention(qkv, n, c, h, h0, h, o2, sc);
-            ok = same_bytes(o1, o2, 4 * n * c);
+            for (size_t i = 0; i < n * ldq; i++) qkv[i] = next_f(r, -3.0f, 3.0f);
+            for (size_t i = 0; i < h * bias_ld; i++) bias[i] = next_f(r, -2.0f, 2.0f);
+            emb_memset(o2, 0, 4 * n * ldo);
+            emb_memset(o1, 0, 4 * n * ldo);
+            emb_attention_args a1 = {qkv, ldq, o1, ldo, n, c, h, shapes[s][5] ? bias : NULL, bias_ld, n - 1,
+                                     shapes[s][4]};
+            emb_attention_args a2 = a1;
+            a2.out = o2;
+            emb_attention_heads_ref(&a1, h0, h, sc);
+            k->attention(&a2, h0, h, sc);
+            ok = same_bytes(o1, o2, 4 * n * ldo);
         }
-        emb_dealloc(qkv), emb_dealloc(o1), emb_dealloc(o2), emb_dealloc(sc);
+        emb_dealloc(qkv), emb_dealloc(o1), emb_dealloc(o2), emb_dealloc(sc), emb_dealloc(bias);
         if (!ok) return 0;
     }
     return 1;
@@ -177,25 +192,15 @@ const char *emb_kernels_available(void) {
 
 #else /* wasm: the one set the module was built with */
 
-static void attention_all_heads(const float *qkv, size_t n, size_t c, size_t n_heads, size_t h0, size_t h1,
-                                float *out, float *scratch) {
-    (void)h0, (void)h1;  /* one thread: the encoder always asks for every head */
-#if EMB_KERNELS == EMB_KERNELS_REF
-    emb_attention_ref(qkv, n, c, n_heads, out, scratch);
-#else
-    emb_attention_simd128(qkv, n, c, n_heads, out, scratch);
-#endif
-}
-
 #if EMB_KERNELS == EMB_KERNELS_RELAXED
 static const emb_kernels builtin = {"relaxed-simd", NULL, emb_quantize_rows_simd128, emb_gemm_q8_relaxed,
-                                    emb_layernorm_simd128, emb_gelu_simd128, attention_all_heads};
+                                    emb_layernorm_simd128, emb_gelu_simd128, emb_attention_simd128};
 #elif EMB_KERNELS == EMB_KERNELS_SIMD128
 static const emb_kernels builtin = {"simd128", NULL, emb_quantize_rows16_simd128, emb_gemm_q8_simd128,
-                                    emb_layernorm_simd128, emb_gelu_simd128, attention_all_heads};
+                                    emb_layernorm_simd128, emb_gelu_simd128, emb_attention_simd128};
 #else
 static const emb_kernels builtin = {"reference", NULL, emb_quantize_rows_ref, emb_gemm_q8_ref,
-                                    emb_layernorm_ref, emb_gelu_ref, attention_all_heads};
+                                    emb_layernorm_ref, emb_gelu_ref, emb_attention_heads_ref};
 #endif
 
 const emb_kernels *emb_kernels_find(const char *name) {

@@ -189,32 +189,47 @@ static inline float hsum4v(v128_t a) {
                      wasm_f32x4_extract_lane(a, 3));
 }
 
-void emb_layernorm_simd128(float *x, const float *residual, size_t m, size_t c, const float *gamma,
+void emb_layernorm_simd128(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,
                            const float *beta, float eps) {
+    size_t cv = c / 4 * 4;  /* columns past cv go one by one, into the lane j & 3 */
     for (size_t i = 0; i < m; i++) {
-        float *row = x + i * c;
+        float *row = x + i * ld;
         v128_t a = wasm_f32x4_splat(0.0f);
-        for (size_t j = 0; j < c; j += 4) {
+        for (size_t j = 0; j < cv; j += 4) {
             v128_t v = wasm_v128_load(row + j);
             if (residual) {
-                v = wasm_f32x4_add(v, wasm_v128_load(residual + i * c + j));
+                v = wasm_f32x4_add(v, wasm_v128_load(residual + i * ld + j));
                 wasm_v128_store(row + j, v);
             }
             a = wasm_f32x4_add(a, v);
         }
-        float mean = hsum4v(a) / (float)c;
+        float l[4] = {wasm_f32x4_extract_lane(a, 0), wasm_f32x4_extract_lane(a, 1), wasm_f32x4_extract_lane(a, 2),
+                      wasm_f32x4_extract_lane(a, 3)};
+        for (size_t j = cv; j < c; j++) {
+            if (residual) row[j] = row[j] + residual[i * ld + j];
+            l[j & 3] += row[j];
+        }
+        float mean = emb_hsum4(l[0], l[1], l[2], l[3]) / (float)c;
         v128_t vm = wasm_f32x4_splat(mean);
         a = wasm_f32x4_splat(0.0f);
-        for (size_t j = 0; j < c; j += 4) {
+        for (size_t j = 0; j < cv; j += 4) {
             v128_t d = wasm_f32x4_sub(wasm_v128_load(row + j), vm);
             a = wasm_f32x4_add(a, wasm_f32x4_mul(d, d));
         }
-        float var = hsum4v(a) / (float)c;
-        v128_t inv = wasm_f32x4_splat(1.0f / __builtin_sqrtf(var + eps));
-        for (size_t j = 0; j < c; j += 4) {
+        l[0] = wasm_f32x4_extract_lane(a, 0), l[1] = wasm_f32x4_extract_lane(a, 1);
+        l[2] = wasm_f32x4_extract_lane(a, 2), l[3] = wasm_f32x4_extract_lane(a, 3);
+        for (size_t j = cv; j < c; j++) {
+            float d = row[j] - mean;
+            l[j & 3] += d * d;
+        }
+        float var = emb_hsum4(l[0], l[1], l[2], l[3]) / (float)c;
+        float invs = 1.0f / __builtin_sqrtf(var + eps);
+        v128_t inv = wasm_f32x4_splat(invs);
+        for (size_t j = 0; j < cv; j += 4) {
             v128_t d = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(row + j), vm), inv);
             wasm_v128_store(row + j, wasm_f32x4_add(wasm_f32x4_mul(d, wasm_v128_load(gamma + j)), wasm_v128_load(beta + j)));
         }
+        for (size_t j = cv; j < c; j++) row[j] = ((row[j] - mean) * invs) * gamma[j] + beta[j];
     }
 }
 
@@ -286,20 +301,27 @@ static inline v128_t dot4(const float *q, const float *k, size_t d_head) {
     return a;
 }
 
-void emb_attention_simd128(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores) {
-    size_t d_head = c / n_heads, ld = 3 * c;
+void emb_attention_simd128(const emb_attention_args *args, size_t h0, size_t h1, float *scores) {
+    size_t n = args->n, c = args->c, d_head = c / args->n_heads, ld = args->ldq;
+    if (d_head % 4 != 0 || (args->window && n > args->window + 1)) {
+        emb_attention_heads_ref(args, h0, h1, scores);
+        return;
+    }
+    const float *qkv = args->qkv;
     float scale = 1.0f / __builtin_sqrtf((float)d_head);
-    for (size_t h = 0; h < n_heads; h++) {
+    for (size_t h = h0; h < h1; h++) {
         const float *kh = qkv + c + h * d_head, *vh = qkv + 2 * c + h * d_head;
         for (size_t i = 0; i < n; i++) {
             const float *q = qkv + i * ld + h * d_head;
-            /* scores, four keys at a time */
+            const float *bias = args->bias ? args->bias + h * args->bias_ld + args->bias_mid - i : NULL;
+            /* scores, four keys at a time; the bias after the scale, as the reference */
             v128_t vmax = wasm_f32x4_splat(-3.0e38f), vscale = wasm_f32x4_splat(scale);
             size_t j = 0;
             for (; j + 4 <= n; j += 4) {
                 v128_t sc = hsum4x4(dot4(q, kh + j * ld, d_head), dot4(q, kh + (j + 1) * ld, d_head),
                                     dot4(q, kh + (j + 2) * ld, d_head), dot4(q, kh + (j + 3) * ld, d_head));
                 sc = wasm_f32x4_mul(sc, vscale);
+                if (bias) sc = wasm_f32x4_add(sc, wasm_v128_load(bias + j));
                 wasm_v128_store(scores + j, sc);
                 vmax = wasm_f32x4_pmax(vmax, sc);
             }
@@ -312,6 +334,7 @@ void emb_attention_simd128(const float *qkv, size_t n, size_t c, size_t n_heads,
             for (; j < n; j++) {
                 v128_t a = dot4(q, kh + j * ld, d_head);
                 float sc = hsum4v(a) * scale;
+                if (bias) sc = sc + bias[j];
                 scores[j] = sc;
                 mx = sc > mx ? sc : mx;
             }
@@ -333,7 +356,7 @@ void emb_attention_simd128(const float *qkv, size_t n, size_t c, size_t n_heads,
             for (j = 0; j + 4 <= n; j += 4) wasm_v128_store(scores + j, wasm_f32x4_mul(wasm_v128_load(scores + j), inv));
             for (; j < n; j++) scores[j] = scores[j] * wasm_f32x4_extract_lane(inv, 0);
             /* out = Σ_j p_j v_j, keys in order; 32 outputs at a time stay in registers */
-            float *o = out + i * c + h * d_head;
+            float *o = args->out + i * args->ldo + h * d_head;
             for (size_t d0 = 0; d0 < d_head; d0 += 32) {
                 size_t nv = d_head - d0 >= 32 ? 8 : (d_head - d0) / 4;
                 v128_t acc[8];

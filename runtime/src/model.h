@@ -1,9 +1,12 @@
 /*
  * model.h — the engine's internal structs: configuration, weights and run state kept apart.
  *
- * Shape letters: T tokens in a packed batch, C hidden size, H heads, D head size (C / H),
- * F FFN size, L layers, V vocabulary, P positions, N/K outputs/inputs of a linear layer,
- * R rows of a panel (the rows one pass of the fused layer loop works on).
+ * Shape letters: T tokens in a packed batch, S sequences, C hidden size, H heads, D head size
+ * (C / H), F FFN size, L layers, V vocabulary, P positions, B relative buckets, E output size of a
+ * Dense module, N/K outputs/inputs of a linear layer, R rows of a panel (the rows one pass of the
+ * fused layer loop works on). A trailing p means "rounded up to a multiple of 32" (Cp, Fp, Np,
+ * Kp): every activation row the engine keeps is a whole number of int8 blocks, and the padding
+ * columns hold exactly zero (docs/quantization.md, "short last block").
  */
 #ifndef EMB_MODEL_H
 #define EMB_MODEL_H
@@ -17,44 +20,92 @@
 
 #define EMB_BLOCK 32  /* the int8 block along K: one scale per 32 values */
 
+static inline size_t emb_pad32(size_t n) { return (n + 31u) & ~(size_t)31u; }
+
 typedef struct emb_linear {
-    const int8_t *q;      /* (N/4, K/4, 4, 4) the "n4k4" packing, see edgembed.h */
-    const float *scale;   /* (N/4, K/32, 4) */
-    const float *bias;    /* (N) */
-    int32_t n, k;
+    const int8_t *q;      /* (Np/4, Kp/4, 4, 4) the "n4k4" packing, see edgembed.h */
+    const float *scale;   /* (Np/4, Kp/32, 4) */
+    const float *bias;    /* (Np); the model's zeros when the bundle has no linear biases */
+    int32_t n, k;         /* Np, Kp: what the kernels compute over */
 } emb_linear;
+
+/* Activations of the FFN, the Dense modules and the heads. */
+typedef enum emb_act {
+    EMB_ACT_GELU = 0,       /* exact erf form */
+    EMB_ACT_GELU_TANH = 1,  /* the tanh approximation ("gelu_new", "gelu_pytorch_tanh") */
+    EMB_ACT_RELU = 2,
+    EMB_ACT_TANH = 3,
+    EMB_ACT_IDENTITY = 4,
+} emb_act;
 
 typedef struct emb_layer {
     emb_linear qkv;           /* N = 3C: query, key, value rows */
     emb_linear out;           /* N = C */
-    const float *attn_norm_w, *attn_norm_b;  /* (C) */
-    emb_linear up;            /* N = F, K = C */
+    const float *attn_norm_w, *attn_norm_b;  /* (C); pre-norm layer without a norm: NULL */
+    emb_linear up;            /* N = F, or 2F for GLU (input rows, then gate rows); K = C */
     emb_linear down;          /* N = C, K = F */
     const float *ffn_norm_w, *ffn_norm_b;    /* (C) */
+    int32_t local;            /* sliding-window attention (config.local_window) */
+    const float *rot_cos, *rot_sin;          /* rotary: (max_length, D/2) of this layer's theta */
 } emb_layer;
+
+typedef struct emb_dense {
+    const float *w;           /* (E, K) row-major, fp32 */
+    const float *b;           /* (E) or NULL */
+    int32_t e, k;
+    int32_t act;              /* emb_act: EMB_ACT_IDENTITY or EMB_ACT_TANH */
+} emb_dense;
+
+#define EMB_MAX_DENSE 8
+
+typedef enum emb_position_kind { EMB_POSITION_ABSOLUTE = 0, EMB_POSITION_ROTARY = 1 } emb_position_kind;
 
 typedef struct emb_config {
     int32_t dim;              /* C */
+    int32_t dim_p;            /* Cp */
     int32_t n_layers;         /* L */
     int32_t n_heads;          /* H */
     int32_t head_dim;         /* D */
     int32_t ffn_dim;          /* F */
+    int32_t ffn_p;            /* Fp */
+    int32_t up_n;             /* Np of the FFN up linear: pad32(F) or pad32(2F) */
+    int32_t qkv_n;            /* Np of the qkv linear: pad32(3C), the row stride of qkv */
     int32_t vocab_size;       /* V */
-    int32_t max_positions;    /* P */
-    int32_t type_vocab_size;
     int32_t max_length;       /* tokens per sequence after truncation */
-    int32_t pooling;          /* EMB_POOLING_MEAN or EMB_POOLING_CLS */
+    int32_t position;         /* emb_position_kind */
+    int32_t max_positions;    /* P (absolute) */
+    int32_t position_offset;  /* absolute: row of token 0 */
+    int32_t position_pad_id;  /* absolute: -1, or the id whose tokens take row pad_id and are not counted */
+    int32_t rel_buckets;      /* B, 0 = none */
+    int32_t type_vocab_size;  /* 0 = no token types */
+    int32_t pre_norm;         /* 0 post-norm (BERT), 1 pre-norm (ModernBERT) */
+    int32_t norm_bias;        /* the LayerNorms have biases */
+    int32_t attention_bias;   /* qkv and out have biases */
+    int32_t ffn_bias;         /* up and down have biases */
+    int32_t glu;              /* FFN: 0 act(up), 1 act(up_in) * up_gate */
+    int32_t act;              /* emb_act of the FFN */
+    int32_t final_norm;
+    int32_t local_window;     /* sliding window half width w (|i - j| <= w); 0 when no layer is local */
+    int32_t pooling;          /* emb_pooling */
+    int32_t include_prompt;
     int32_t normalize;
+    int32_t n_dense;
+    int32_t out_dim;          /* the embedding length: C, or the last Dense module's E */
     float eps;                /* LayerNorm epsilon */
 } emb_config;
 
 typedef struct emb_weights {
     const int8_t *word_q;     /* (V, C) */
-    const float *word_scale;  /* (V, C/32) */
-    const float *position;    /* (P, C) */
-    const float *token_type;  /* (type_vocab_size, C) */
+    const float *word_scale;  /* (V, ceil(C/32)) */
+    const float *position;    /* (P, C) or NULL */
+    const float *token_type;  /* (type_vocab_size, C) or NULL */
     const float *norm_w, *norm_b;  /* (C) */
+    const float *final_w, *final_b;  /* (C) or NULL */
     emb_layer *layers;        /* (L), allocated; the arrays they point to are in the bundle */
+    emb_dense dense[EMB_MAX_DENSE];
+    float *rel;               /* (H, 2·max_length - 1 + 16): relative bias by head and j - i, allocated */
+    size_t rel_ld;            /* its row length */
+    float *zeros;             /* (max(Np, C)): the bias of bias-free linears and norms, allocated */
 } emb_weights;
 
 struct emb_model {
@@ -67,7 +118,7 @@ struct emb_model {
 /* The run state: one arena, carved at init (engine.c), nothing allocated per call. W workers
    share a call (W = 1 without a pool); each has its own block of the per-worker buffers, and the
    W blocks of a buffer lie back to back, so that the column-split mode can use them as one
-   (W·R, ·) matrix. */
+   (W·R, ·) matrix. Row strides: Cp for width-C buffers, qkv_n for qkv, up_n / Fp for the FFN. */
 struct emb_kernels;
 struct emb_threads;
 struct emb_context {
@@ -79,17 +130,20 @@ struct emb_context {
     size_t max_seq;           /* longest sequence: min(T max, max_length) */
     size_t panel_rows;        /* R */
     void *arena;
-    float *x;                 /* (T, C)  hidden state */
-    float *qkv;               /* (T, 3C) query, key, value of every token */
-    float *attn;              /* (T, C)  attention output before its projection */
-    void *xq;                 /* (T, C)  emb_qx: quantized input of the next linear layer */
-    float *xs;                /* (T, C/32) its block scales */
+    float *x;                 /* (T, Cp)  hidden state */
+    float *qkv;               /* (T, qkv_n) query, key, value of every token */
+    float *attn;              /* (T, Cp)  attention output before its projection */
+    void *xq;                 /* (T, Cp)  emb_qx: quantized input of the next linear layer */
+    float *xs;                /* (T, Cp/32) its block scales */
     int32_t *starts;          /* (T + 1) first token of each sequence of the call */
-    float *panel;             /* (W, R, max(C, F)) float output of a linear layer for R rows */
-    void *hq;                 /* (W, R, F)  emb_qx: quantized FFN hidden */
-    float *hs;                /* (W, R, F/32) */
+    int32_t *pos;             /* (T) position of each token in its sequence */
+    float *panel;             /* (W, R, max(Cp, up_n)) float output of a linear layer for R rows */
+    float *hidden;            /* (W, R, max(Cp, Fp)) a norm's output (pre-norm), the GLU's output */
+    void *hq;                 /* (W, R, Fp)  emb_qx: quantized FFN hidden */
+    float *hs;                /* (W, R, Fp/32) */
     float *scratch;           /* (W, emb_attention_scratch(max_seq, D)) attention scratch */
     size_t scratch_floats;    /* per worker */
+    float *pool;              /* (max(Cp, Dense sizes) * 2) pooling and Dense scratch */
 };
 
 #define EMB_PANEL_ROWS 16  /* R in wasm builds */
@@ -99,11 +153,23 @@ struct emb_context {
    the checks that come after it). */
 emb_status emb_model_init_ex(emb_model **out, const void *bundle, size_t size, int verify_crc);
 
-/* encoder.c: the hidden states of all tokens into ctx->x. Inputs are already checked. */
-void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *lengths, size_t n_seqs);
+/* encoder.c: the hidden states of all tokens into ctx->x (row stride Cp). Inputs are already
+   checked; type_ids may be NULL (all 0). */
+void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *type_ids, const int32_t *lengths,
+                         size_t n_seqs);
 
-/* pooling.c: one pooled (and optionally L2-normalized) vector per sequence. */
-void emb_pool(const float *x, size_t c, const int32_t *lengths, size_t n_seqs, emb_pooling pooling,
-              int normalize, float *out);
+/* pooling.c: one vector per sequence from the hidden states x (row stride ld), over tokens
+   skip[s] .. lengths[s]-1 of each (skip may be NULL), into out (S, C). */
+void emb_pool(const float *x, size_t c, size_t ld, const int32_t *lengths, const int32_t *skip, size_t n_seqs,
+              emb_pooling pooling, float *out);
+/* pooling.c: the model's Dense modules on one pooled vector, in place: v holds C floats and room
+   for every module's output; tmp as many floats. Returns the final length. */
+size_t emb_dense_apply(const emb_weights *w, int32_t n_dense, float *v, size_t c, float *tmp);
+/* pooling.c: v (n) ← v / max(‖v‖₂, 1e-12). */
+void emb_l2_normalize(float *v, size_t n);
+
+/* activations.c: x (n) ← act(x) for the activations with no kernel of their own (the plain C
+   definitions, the same bits in every build); EMB_ACT_GELU goes to the kernel set's gelu. */
+void emb_act_ref(int32_t act, float *x, size_t n);
 
 #endif /* EMB_MODEL_H */

@@ -193,3 +193,29 @@ def test_threads_variant_shares_one_model(
         assert np.array_equal(results[(0, i)], results[(1, i)])
         want = np.asarray(reference["embeddings"][reference["token_ids"].index(s)])
         assert results[(0, i)] @ want / np.linalg.norm(want) >= 0.995
+
+
+def test_every_feature_gives_the_native_bits(wasm_dir: Path, tmp_path: Path) -> None:
+    """One small random model per encoder feature (_engine_model.FEATURES): SIMD128,
+    relaxed SIMD and the native engine give the same bits, with token types and prompts."""
+    from _engine_model import FEATURES, random_model
+    from edgembed.backends.native import NativeBackend
+    from edgembed.backends.wasm import WasmBackend
+
+    rng = np.random.default_rng(11)
+    for feature, (cfg, dense) in sorted(FEATURES.items()):
+        path = tmp_path / f"{feature}.emb"
+        path.write_bytes(random_model(tmp_path, cfg, seed=5, dense=dense))
+        seqs = [[2, *rng.integers(1, cfg.vocab_size, size=n - 2).tolist(), 3]
+                for n in (2, 4, 9, cfg.max_length)]
+        types = ([rng.integers(0, 2, size=len(s)).tolist() for s in seqs]
+                 if cfg.type_vocab_size > 1 else None)
+        prompts = [int(rng.integers(0, len(s))) for s in seqs]
+        native = NativeBackend(path, threads=2).encode(seqs, type_ids=types, prompt_lengths=prompts)
+        for variant in ("simd128", "relaxed"):
+            got = WasmBackend(path, variant=variant, wasm_dir=wasm_dir).encode(
+                seqs, type_ids=types, prompt_lengths=prompts)
+            assert np.array_equal(got, native), (feature, variant)
+        if cfg.type_vocab_size > 1:  # the inputs reach the engine: other types, other vectors
+            other = NativeBackend(path).encode(seqs, prompt_lengths=prompts)
+            assert not np.array_equal(other, native), feature

@@ -1,6 +1,8 @@
 /*
  * test_engine.c — the engine's C tests: kernels against plain math, the bundle reader against
- * hostile inputs, and a tiny model built here in memory (batch invariance, input checks).
+ * hostile inputs, and small random models of every feature combination built here in memory
+ * (synth.h): batch invariance, the same bits for every kernel set and thread count, pooling
+ * modes, prompts, token types and Dense modules against plain computations, input checks.
  *
  *   test_engine [BUNDLE.emb]     with a real bundle (e.g. all-MiniLM-L6-v2), also mutates it
  *                                and checks batch invariance on random batch compositions
@@ -21,6 +23,7 @@
 
 #define TEST_SEED 0x9E3779B97F4A7C15ull
 #include "check.h"
+#include "synth.h"
 
 /* ── math and kernels ──────────────────────────────────────────────────────────────── */
 
@@ -44,6 +47,21 @@ static void test_math(void) {
         if (e > worst_gelu) worst_gelu = e;
     }
     CHECK(worst_gelu < 2e-6, "gelu error %g", worst_gelu);
+    double worst_tanh = 0, worst_gt = 0, worst_log1p = 0;
+    for (float x = -20.0f; x < 20.0f; x += 0.0007f) {
+        worst_tanh = fmax(worst_tanh, fabs((double)emb_tanhf(x) - tanh((double)x)));
+        double g = 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * (double)x * x * x)));
+        worst_gt = fmax(worst_gt, fabs((double)emb_gelu_tanh1(x) - g));
+    }
+    for (float x = 0.0f; x < 1e6f; x = x < 1e-6f ? x + 1e-9f : x * 1.0007f) {
+        double want = log1p((double)x);
+        worst_log1p = fmax(worst_log1p, fabs((double)emb_log1pf(x) - want) / (want > 1e-30 ? want : 1e-30));
+    }
+    CHECK(worst_tanh < 3e-7, "tanh absolute error %g", worst_tanh);
+    CHECK(worst_gt < 3e-6, "gelu_tanh error %g", worst_gt);
+    CHECK(worst_log1p < 3e-7, "log1p relative error %g", worst_log1p);
+    CHECK(emb_tanhf(0.0f) == 0.0f && emb_tanhf(100.0f) == 1.0f && emb_tanhf(-100.0f) == -1.0f, "tanh limits");
+    CHECK(emb_log1pf(0.0f) == 0.0f && isnan(emb_log1pf(NAN)) && isfinite(emb_log1pf(INFINITY)), "log1p edges");
 }
 
 static void test_quantize(void) {
@@ -160,7 +178,7 @@ static void test_layernorm_attention(void) {
             want[t * C + i] = (float)(((double)x[t * C + i] + res[t * C + i] - mean) / sqrt(var + 1e-12) * g[i] + b[i]);
         }
     }
-    emb_layernorm_ref(x, res, NT, C, g, b, 1e-12f);
+    emb_layernorm_ref(x, res, NT, C, C, g, b, 1e-12f);
     double worst = 0;
     for (int i = 0; i < NT * C; i++) worst = fmax(worst, fabs((double)x[i] - want[i]));
     CHECK(worst < 2e-5, "layernorm error %g", worst);
@@ -189,128 +207,28 @@ static void test_layernorm_attention(void) {
     CHECK(worst < 1e-5, "attention error %g", worst);
 }
 
-/* ── a tiny bundle, built here ─────────────────────────────────────────────────────── */
-
-typedef struct tbuf {
-    uint8_t *p;
-    size_t n, cap;
-} tbuf;
-
-static void tb_put(tbuf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 1024;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-typedef struct tiny_tensor {
-    const char *name;
-    const char *dtype;
-    int ndim;
-    int shape[4];
-} tiny_tensor;
+/* ── bundles ───────────────────────────────────────────────────────────────────────── */
 
 enum { TC = 32, TF = 64, TV = 9, TP = 8, TL = 2 };
-static const char TINY_VOCAB[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n##s\n,\n!";
 
-/* Builds a valid tiny bundle (C=32, 1 head, F=64, 2 layers, V=9, P=8, max_length 8); *size set. */
 static uint8_t *tiny_bundle(size_t *size, const char *version, int bad_crc) {
-    tiny_tensor ts[64];
-    int nt = 0;
-    ts[nt++] = (tiny_tensor){"embeddings.word.q", "I8", 2, {TV, TC}};
-    ts[nt++] = (tiny_tensor){"embeddings.word.scale", "F32", 2, {TV, TC / 32}};
-    ts[nt++] = (tiny_tensor){"embeddings.position", "F32", 2, {TP, TC}};
-    ts[nt++] = (tiny_tensor){"embeddings.token_type", "F32", 2, {2, TC}};
-    ts[nt++] = (tiny_tensor){"embeddings.norm.weight", "F32", 1, {TC}};
-    ts[nt++] = (tiny_tensor){"embeddings.norm.bias", "F32", 1, {TC}};
-    static char names[TL][16][64];
-    for (int l = 0; l < TL; l++) {
-        const char *lin[4] = {"attention.qkv", "attention.out", "ffn.up", "ffn.down"};
-        int nn[4] = {3 * TC, TC, TF, TC}, kk[4] = {TC, TC, TC, TF};
-        int k = 0;
-        for (int i = 0; i < 4; i++) {
-            snprintf(names[l][k], 64, "layers.%d.%s.q", l, lin[i]);
-            ts[nt++] = (tiny_tensor){names[l][k++], "I8", 4, {nn[i] / 4, kk[i] / 4, 4, 4}};
-            snprintf(names[l][k], 64, "layers.%d.%s.scale", l, lin[i]);
-            ts[nt++] = (tiny_tensor){names[l][k++], "F32", 3, {nn[i] / 4, kk[i] / 32, 4}};
-            snprintf(names[l][k], 64, "layers.%d.%s.bias", l, lin[i]);
-            ts[nt++] = (tiny_tensor){names[l][k++], "F32", 1, {nn[i]}};
-        }
-        const char *norms[4] = {"attention.norm.weight", "attention.norm.bias", "ffn.norm.weight", "ffn.norm.bias"};
-        for (int i = 0; i < 4; i++) {
-            snprintf(names[l][k], 64, "layers.%d.%s", l, norms[i]);
-            ts[nt++] = (tiny_tensor){names[l][k++], "F32", 1, {TC}};
-        }
-    }
-    ts[nt++] = (tiny_tensor){"tokenizer.vocab", "U8", 1, {(int)sizeof(TINY_VOCAB) - 1}};
-
-    tbuf data = {0}, hdr = {0};
-    char line[512];
-    snprintf(line, sizeof line,
-             "{\"__metadata__\":{\"edgembed_bundle\":\"%s\",\"name\":\"tiny\",\"arch\":\"bert\",\"dim\":\"%d\","
-             "\"n_layers\":\"%d\",\"n_heads\":\"1\",\"ffn_dim\":\"%d\",\"vocab_size\":\"%d\",\"max_positions\":\"%d\","
-             "\"type_vocab_size\":\"2\",\"layer_norm_eps\":\"1e-12\",\"hidden_act\":\"gelu\",\"max_length\":\"8\",",
-             version, TC, TL, TF, TV, TP);
-    tb_put(&hdr, line, strlen(line));
-    const char *rest =
-        "\"pooling\":\"mean\",\"normalize\":\"true\",\"quantization\":\"int8-block32\",\"weight_layout\":\"n4k4\","
-        "\"tokenizer\":\"wordpiece\",\"tokenizer.lowercase\":\"true\",\"tokenizer.strip_accents\":\"true\","
-        "\"tokenizer.handle_chinese_chars\":\"true\",\"tokenizer.clean_text\":\"true\",\"tokenizer.unk_id\":\"1\","
-        "\"tokenizer.cls_id\":\"2\",\"tokenizer.sep_id\":\"3\",\"tokenizer.pad_id\":\"0\","
-        "\"tokenizer.max_input_chars_per_word\":\"100\",\"data_crc32\":\"CRC_HERE\"}";
-    tb_put(&hdr, rest, strlen(rest));
-    for (int i = 0; i < nt; i++) {
-        size_t count = 1, elem = strcmp(ts[i].dtype, "F32") == 0 ? 4 : 1;
-        for (int d = 0; d < ts[i].ndim; d++) count *= (size_t)ts[i].shape[d];
-        while (data.n % 64) tb_put(&data, "", 1);
-        size_t begin = data.n;
-        for (size_t j = 0; j < count; j++) {
-            if (strcmp(ts[i].name, "tokenizer.vocab") == 0) {
-                tb_put(&data, &TINY_VOCAB[j], 1);
-            } else if (elem == 4) {
-                int is_scale = strstr(ts[i].name, "scale") != NULL;
-                int is_norm_w = strstr(ts[i].name, "norm.weight") != NULL;
-                float v = is_scale ? frand(0.002f, 0.02f) : is_norm_w ? frand(0.8f, 1.2f) : frand(-0.5f, 0.5f);
-                tb_put(&data, &v, 4);
-            } else {
-                int8_t v = (int8_t)((int)(rng() % 255) - 127);
-                tb_put(&data, &v, 1);
-            }
-        }
-        char shape[64] = "";
-        for (int d = 0; d < ts[i].ndim; d++) {
-            char one[16];
-            snprintf(one, sizeof one, d ? ",%d" : "%d", ts[i].shape[d]);
-            strcat(shape, one);
-        }
-        snprintf(line, sizeof line, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                 ts[i].name, ts[i].dtype, shape, begin, data.n);
-        tb_put(&hdr, line, strlen(line));
-    }
-    tb_put(&hdr, "}", 1);
-    while ((8 + hdr.n) % 64) tb_put(&hdr, " ", 1);
-    char crc[9];
-    snprintf(crc, sizeof crc, "%08x", emb_crc32(data.p, data.n) ^ (bad_crc ? 1u : 0u));
-    memcpy(strstr((char *)hdr.p, "CRC_HERE"), crc, 8);
-
-    *size = 8 + hdr.n + data.n;
-    uint8_t *out = aligned_alloc(64, (*size + 63) / 64 * 64);
-    uint64_t h = hdr.n;
-    for (int i = 0; i < 8; i++) out[i] = (uint8_t)(h >> (8 * i));
-    memcpy(out + 8, hdr.p, hdr.n);
-    memcpy(out + 8 + hdr.n, data.p, data.n);
-    free(hdr.p);
-    free(data.p);
-    return out;
+    synth_spec sp = synth_bert();
+    sp.version = version;
+    sp.bad_crc = bad_crc;
+    return synth_bundle(&sp, size);
 }
 
 static void test_status_strings(void) {
     for (int s = 0; s <= 9; s++) CHECK(emb_status_str((emb_status)s) != NULL, "status %d", s);
-    CHECK(strstr(emb_status_str(EMB_STATUS_BAD_VERSION), "1 through 1") != NULL, "version range");
+    CHECK(strstr(emb_status_str(EMB_STATUS_BAD_VERSION), "2 through 2") != NULL, "version range");
     CHECK(strstr(emb_status_str(EMB_STATUS_BAD_VERSION), "embed bundle MODEL") != NULL, "how to regenerate");
     CHECK(emb_status_str((emb_status)99) != NULL, "unknown status");
+}
+
+static size_t hlen_of(const uint8_t *bytes) {
+    size_t h = 0;
+    for (int i = 7; i >= 0; i--) h = (h << 8) | bytes[i];
+    return h;
 }
 
 static emb_status load(const uint8_t *bytes, size_t size) {
@@ -322,18 +240,43 @@ static emb_status load(const uint8_t *bytes, size_t size) {
     return s;
 }
 
+/* A copy of `good` with the first `from` in its header replaced by `to` (same length), the
+   checksum recomputed when fix is set; the status of loading it. */
+static emb_status load_edited(const uint8_t *good, size_t size, const char *from, const char *to, int fix) {
+    uint8_t *copy = aligned_alloc(64, (size + 63) / 64 * 64);
+    memcpy(copy, good, size);
+    char *at = strstr((char *)copy + 8, from);
+    CHECK(at != NULL && strlen(from) == strlen(to), "edit %s", from);
+    emb_status s = EMB_STATUS_OK;
+    if (at) {
+        memcpy(at, to, strlen(to));
+        if (fix) synth_fix_crc(copy, size);
+        s = load(copy, size);
+    }
+    free(copy);
+    return s;
+}
+
+static emb_status load_spec(const synth_spec *sp) {
+    size_t size;
+    uint8_t *b = synth_bundle(sp, &size);
+    emb_status s = load(b, size);
+    free(b);
+    return s;
+}
+
 static void test_bundle_errors(void) {
     size_t size;
-    uint8_t *good = tiny_bundle(&size, "1", 0);
+    uint8_t *good = tiny_bundle(&size, "2", 0);
     CHECK(load(good, size) == EMB_STATUS_OK, "tiny bundle loads");
 
-    uint8_t *v2 = tiny_bundle(&size, "2", 0);
-    CHECK(load(v2, size) == EMB_STATUS_BAD_VERSION, "version 2");
-    free(v2);
-    uint8_t *v0 = tiny_bundle(&size, "0", 0);
-    CHECK(load(v0, size) == EMB_STATUS_BAD_VERSION, "version 0");
-    free(v0);
-    uint8_t *crc = tiny_bundle(&size, "1", 1);
+    uint8_t *v1 = tiny_bundle(&size, "1", 0);
+    CHECK(load(v1, size) == EMB_STATUS_BAD_VERSION, "version 1 (the format before the header checksum)");
+    free(v1);
+    uint8_t *v3 = tiny_bundle(&size, "3", 0);
+    CHECK(load(v3, size) == EMB_STATUS_BAD_VERSION, "version 3");
+    free(v3);
+    uint8_t *crc = tiny_bundle(&size, "2", 1);
     CHECK(load(crc, size) == EMB_STATUS_CORRUPT, "bad crc");
     free(crc);
 
@@ -364,27 +307,98 @@ static void test_bundle_errors(void) {
     }
     CHECK(all_refused, "a truncated bundle loaded");
 
-    /* random byte flips in the header: any status, no crash (ASan/UBSan watch the reads) */
+    /* random byte flips in the header: none loads (the checksum covers the header) and nothing
+       crashes (ASan/UBSan watch the reads); with the checksum skipped, the checks behind it */
     size_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | good[i];
-    int ok_flips = 0;
+    int ok_flips = 0, ok_unchecked = 0;
     for (int trial = 0; trial < 3000; trial++) {
         memcpy(copy, good, size);
         int flips = 1 + (int)(rng() % 4);
-        for (int f = 0; f < flips; f++) copy[8 + rng() % hlen] = (uint8_t)rng();
-        if (load(copy, size) == EMB_STATUS_OK) ok_flips++;
+        for (int f = 0; f < flips; f++) copy[8 + rng() % hlen] ^= (uint8_t)(1 + rng() % 255);
+        if (memcmp(copy, good, size) != 0 && load(copy, size) == EMB_STATUS_OK) ok_flips++;
+        emb_model *mm = NULL;
+        if (emb_model_init_ex(&mm, copy, size, 0) == EMB_STATUS_OK) ok_unchecked++;
+        emb_model_free(mm);
     }
-    CHECK(1, "header flips survived (%d still loaded)", ok_flips);
+    CHECK(ok_flips == 0, "%d bundles with edited headers loaded", ok_flips);
+    CHECK(1, "header flips survived (%d loaded with the checksum skipped)", ok_unchecked);
 
-    /* a bundle whose shapes disagree with its config: dim 64 with dim-32 tensors */
-    memcpy(copy, good, size);
-    char *dim = strstr((char *)copy + 8, "\"dim\":\"32\"");
-    if (dim) memcpy(dim, "\"dim\":\"64\"", 10);
-    CHECK(load(copy, size) == EMB_STATUS_CORRUPT, "shape mismatch");
-    memcpy(copy, good, size);
-    char *arch = strstr((char *)copy + 8, "\"bert\"");
-    memcpy(arch, "\"bart\"", 6);
-    CHECK(load(copy, size) == EMB_STATUS_UNSUPPORTED, "unknown arch");
+    /* an edited configuration value: refused by the checksum even where no shape depends on it */
+    CHECK(load_edited(good, size, "\"n_heads\":\"1\"", "\"n_heads\":\"2\"", 0) == EMB_STATUS_CORRUPT, "n_heads edited");
+    CHECK(load_edited(good, size, "\"pooling\":\"mean\"", "\"pooling\":\"cls\" ", 0) == EMB_STATUS_CORRUPT, "pooling edited");
+    /* with the checksum recomputed, every value is still checked against the shapes */
+    CHECK(load_edited(good, size, "\"dim\":\"32\"", "\"dim\":\"64\"", 1) == EMB_STATUS_CORRUPT, "dim vs shapes");
+    CHECK(load_edited(good, size, "\"ffn_dim\":\"64\"", "\"ffn_dim\":\"96\"", 1) == EMB_STATUS_CORRUPT, "ffn_dim vs shapes");
+    CHECK(load_edited(good, size, "\"n_layers\":\"2\"", "\"n_layers\":\"1\"", 1) == EMB_STATUS_CORRUPT,
+          "n_layers: the tensors of layer 1 are left over");
+    CHECK(load_edited(good, size, "\"n_layers\":\"2\"", "\"n_layers\":\"3\"", 1) == EMB_STATUS_CORRUPT, "n_layers: missing layer");
+    CHECK(load_edited(good, size, "\"vocab_size\":\"9\"", "\"vocab_size\":\"8\"", 1) == EMB_STATUS_CORRUPT, "vocab_size");
+    CHECK(load_edited(good, size, "\"max_positions\":\"8\"", "\"max_positions\":\"9\"", 1) == EMB_STATUS_CORRUPT, "max_positions");
+    CHECK(load_edited(good, size, "\"max_length\":\"8\"", "\"max_length\":\"9\"", 1) == EMB_STATUS_CORRUPT,
+          "max_length past the position table");
+    CHECK(load_edited(good, size, "\"position_offset\":\"0\"", "\"position_offset\":\"1\"", 1) == EMB_STATUS_CORRUPT,
+          "position_offset past the position table");
+    CHECK(load_edited(good, size, "\"type_vocab_size\":\"2\"", "\"type_vocab_size\":\"3\"", 1) == EMB_STATUS_CORRUPT, "type_vocab_size");
+    CHECK(load_edited(good, size, "\"norm_bias\":\"true\"", "\"norm_bias\":\"xxxx\"", 1) == EMB_STATUS_CORRUPT, "a bad flag");
+    CHECK(load_edited(good, size, "\"ffn_bias\":\"true\"", "\"ffn_bias\":\"tru_\"", 1) == EMB_STATUS_CORRUPT, "a bad flag");
+    CHECK(load_edited(good, size, "\"final_norm\":\"false\"", "\"final_norm\":\"true\" ", 1) == EMB_STATUS_CORRUPT,
+          "final_norm without its tensors");
+    CHECK(load_edited(good, size, "\"n_dense\":\"0\"", "\"n_dense\":\"1\"", 1) == EMB_STATUS_CORRUPT, "n_dense");
+    CHECK(load_edited(good, size, "\"layer_attention\":\"gg\"", "\"layer_attention\":\"gl\"", 1) == EMB_STATUS_CORRUPT,
+          "a local layer without a window");
+    CHECK(load_edited(good, size, "\"layer_attention\":\"gg\"", "\"layer_attention\":\"gx\"", 1) == EMB_STATUS_CORRUPT,
+          "a layer kind");
+    CHECK(load_edited(good, size, "\"relative_buckets\":\"0\"", "\"relative_buckets\":\"4\"", 1) == EMB_STATUS_CORRUPT,
+          "relative buckets without their tables");
+    CHECK(load_edited(good, size, "\"activation\":\"gelu\"", "\"activation\":\"silu\"", 1) == EMB_STATUS_UNSUPPORTED,
+          "an activation this build does not know");
+    CHECK(load_edited(good, size, "\"head\":\"none\"", "\"head\":\"nope\"", 1) == EMB_STATUS_UNSUPPORTED, "a head");
+    CHECK(load_edited(good, size, "\"quantization\":\"int8-block32\"", "\"quantization\":\"int4-block32\"", 1) ==
+              EMB_STATUS_UNSUPPORTED, "quantization");
+    CHECK(load_edited(good, size, "\"position\":\"absolute\"", "\"position\":\"rotary__\"", 1) == EMB_STATUS_UNSUPPORTED,
+          "a position kind");
+    CHECK(load_edited(good, size, "\"position_pad_id\":\"none\"", "\"position_pad_id\":\"xyzw\"", 1) == EMB_STATUS_CORRUPT,
+          "position_pad_id");
+    CHECK(load_edited(good, size, "\"layer_norm_eps\":\"1e-12\"", "\"layer_norm_eps\":\"1e+12\"", 1) == EMB_STATUS_CORRUPT,
+          "layer_norm_eps out of range");
+    CHECK(load_edited(good, size, "\"n_heads\":\"1\"", "\"n_heads\":\"3\"", 1) == EMB_STATUS_CORRUPT, "C not a multiple of H");
+    CHECK(load_edited(good, size, "\"dim\":\"32\"", "\"dix\":\"32\"", 1) == EMB_STATUS_CORRUPT, "a missing key");
+
+    /* keys and tensors the configuration does not use */
+    synth_spec sp = synth_bert();
+    sp.extra_meta = ",\"mystery\":\"1\"";
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "an unknown metadata key");
+    sp = synth_bert();
+    sp.extra_meta = ",\"rope_theta_global\":\"10000.0\"";
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "a key of a feature the model does not have");
+    sp = synth_bert();
+    sp.extra_meta = ",\"tokenizer.something_new\":\"1\"";
+    CHECK(load_spec(&sp) == EMB_STATUS_OK, "tokenizer.* keys belong to the tokenizer");
+    sp = synth_bert();
+    sp.extra_tensor = "layers.0.attention.qkv.extra";
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "an unused tensor");
+    sp = synth_bert();
+    sp.extra_tensor = "final_norm.weight";
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "a final norm the configuration does not have");
+
+    /* the padding of a linear layer must be exact zeros */
+    sp = synth_bert();
+    sp.c = 40;
+    sp.heads = 2;
+    size_t psize;
+    uint8_t *padded = synth_bundle(&sp, &psize);
+    CHECK(load(padded, psize) == EMB_STATUS_OK, "C = 40 loads");
+    const char *entry = strstr((char *)padded + 8, "\"layers.0.attention.out.q\":{\"dtype\":\"I8\",\"shape\":[16,16,4,4],\"data_offsets\":[");
+    CHECK(entry != NULL, "entry of layers.0.attention.out.q");
+    if (entry) {
+        size_t begin = (size_t)strtoul(strstr(entry, "data_offsets\":[") + 15, NULL, 10);
+        uint8_t *data = padded + 8 + hlen_of(padded);
+        data[begin + (size_t)(11 * 16 * 16)] = 1;  /* a cell of rows 44..47: padding */
+        synth_fix_crc(padded, psize);
+        CHECK(load(padded, psize) == EMB_STATUS_CORRUPT, "a nonzero padding row");
+    }
+    free(padded);
     free(copy);
     free(good);
 }
@@ -501,14 +515,14 @@ static void check_batch_invariance(emb_model *m, int n_seqs, int max_len, int tr
 
 static void test_tiny_model(void) {
     size_t size;
-    uint8_t *bytes = tiny_bundle(&size, "1", 0);
+    uint8_t *bytes = tiny_bundle(&size, "2", 0);
     emb_model *m = NULL;
     CHECK(emb_model_init(&m, bytes, size) == EMB_STATUS_OK, "tiny init");
     if (!m) return;
     emb_model_info info;
     emb_model_get_info(m, &info);
     CHECK(info.dim == TC && info.n_layers == TL && info.max_length == 8 && info.pooling == EMB_POOLING_MEAN &&
-              info.normalize == 1 && info.version == 1,
+              info.normalize == 1 && info.version == 2,
           "info");
     size_t len = 0;
     const char *name = emb_model_get_meta(m, "name", &len);
@@ -569,6 +583,272 @@ static void test_tiny_model(void) {
     free(bytes);
 }
 
+/* ── every feature, on small random models ─────────────────────────────────────────── */
+
+static emb_status run(emb_context *ctx, const int32_t *ids, const int32_t *lens, size_t n, const int32_t *types,
+                      const int32_t *prompts, int output, int pooling, int normalize, int include, float *out,
+                      size_t cap) {
+    emb_request rq = {ids, lens, types, prompts, n, output, pooling, normalize, include};
+    emb_output o = {out, cap, 0, 0};
+    emb_status s = emb_context_run(ctx, &rq, &o);
+    if (s == EMB_STATUS_OK || s == EMB_STATUS_BUFFER_TOO_SMALL) {
+        size_t rows = 0;
+        for (size_t i = 0; output == EMB_OUTPUT_TOKENS && i < n; i++) rows += (size_t)lens[i];
+        CHECK(o.n_rows == (output == EMB_OUTPUT_TOKENS ? rows : n), "result rows");
+    }
+    return s;
+}
+
+/* sentence-transformers' pooling of one sequence's hidden states h (n, c), in double */
+static void pool_double(const float *h, size_t n, size_t c, size_t skip, int mode, double *o) {
+    for (size_t j = 0; j < c; j++) {
+        double acc = mode == EMB_POOLING_MAX ? -1e300 : 0, wsum = 0;
+        for (size_t i = skip; i < n; i++) {
+            double v = h[i * c + j];
+            if (mode == EMB_POOLING_MAX) acc = v > acc ? v : acc;
+            else if (mode == EMB_POOLING_WEIGHTEDMEAN) acc += v * (double)(i + 1), wsum += (double)(i + 1);
+            else acc += v;
+        }
+        double cnt = (double)(n - skip);
+        switch (mode) {
+        case EMB_POOLING_CLS: o[j] = h[skip * c + j]; break;
+        case EMB_POOLING_LASTTOKEN: o[j] = h[(n - 1) * c + j]; break;
+        case EMB_POOLING_MAX: o[j] = acc; break;
+        case EMB_POOLING_WEIGHTEDMEAN: o[j] = acc / wsum; break;
+        case EMB_POOLING_MEAN_SQRT_LEN_TOKENS: o[j] = acc / sqrt(cnt); break;
+        default: o[j] = acc / cnt; break;
+        }
+    }
+}
+
+typedef struct model_case {
+    const char *what;
+    synth_spec sp;
+} model_case;
+
+static void check_model(const model_case *mc) {
+    const synth_spec *sp = &mc->sp;
+    size_t size;
+    uint8_t *bytes = synth_bundle(sp, &size);
+    emb_model *m = NULL;
+    emb_status st = emb_model_init(&m, bytes, size);
+    CHECK(st == EMB_STATUS_OK, "%s: loads (%s)", mc->what, emb_status_str(st));
+    if (!m) {
+        free(bytes);
+        return;
+    }
+    emb_model_config cfg;
+    emb_model_get_config(m, &cfg);
+    size_t c = (size_t)cfg.hidden_dim, dim = (size_t)cfg.dim;
+    CHECK(cfg.version == 2 && (int)c == sp->c && cfg.type_vocab_size == sp->types && cfg.include_prompt == sp->include_prompt &&
+              cfg.n_dense == sp->n_dense && cfg.head == EMB_HEAD_NONE && (sp->n_dense ? (int)dim == sp->dense_e[sp->n_dense - 1] : dim == c),
+          "%s: config", mc->what);
+
+    enum { NS = 10 };
+    int max_len = sp->max_length;
+    int32_t lens[NS], prompts[NS], *ids = malloc(sizeof(int32_t) * NS * (size_t)max_len);
+    int32_t *types = malloc(sizeof(int32_t) * NS * (size_t)max_len);
+    size_t total = 0;
+    for (int s = 0; s < NS; s++) {
+        lens[s] = s == 0 ? 1 : s == 1 ? max_len : 1 + (int32_t)(rng() % (uint32_t)max_len);
+        prompts[s] = (int32_t)(rng() % (uint32_t)lens[s]);
+        for (int i = 0; i < lens[s]; i++, total++) {
+            ids[total] = (int32_t)(rng() % (uint32_t)sp->vocab);
+            types[total] = sp->types ? (int32_t)(rng() % (uint32_t)sp->types) : 0;
+        }
+    }
+    const int32_t *ty = sp->types > 1 ? types : NULL;
+    const int32_t *pr = sp->include_prompt ? NULL : prompts;
+    emb_context *ctx = NULL;
+    CHECK(emb_context_init(&ctx, m, total) == EMB_STATUS_OK, "%s: context", mc->what);
+    float *want = malloc(sizeof(float) * dim * NS), *got = malloc(sizeof(float) * dim * NS);
+    float *tok = malloc(sizeof(float) * c * total);
+
+    /* each sequence alone, then the batch in random compositions: the same bits */
+    size_t off = 0;
+    for (int s = 0; s < NS; s++) {
+        st = run(ctx, ids + off, lens + s, 1, ty ? ty + off : NULL, pr ? pr + s : NULL, EMB_OUTPUT_EMBEDDING, 0, -1, -1,
+                 want + (size_t)s * dim, dim);
+        CHECK(st == EMB_STATUS_OK, "%s: alone (%s)", mc->what, emb_status_str(st));
+        off += (size_t)lens[s];
+    }
+    st = run(ctx, ids, lens, NS, ty, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS);
+    CHECK(st == EMB_STATUS_OK && vectors_equal(want, got, dim * NS), "%s: the batch gives each sequence's own bits", mc->what);
+    for (int trial = 0; trial < 6; trial++) {
+        int a0 = (int)(rng() % NS), n = 1 + (int)(rng() % (uint32_t)(NS - a0));
+        size_t o0 = 0;
+        for (int s = 0; s < a0; s++) o0 += (size_t)lens[s];
+        st = run(ctx, ids + o0, lens + a0, (size_t)n, ty ? ty + o0 : NULL, pr ? pr + a0 : NULL, EMB_OUTPUT_EMBEDDING, 0, -1,
+                 -1, got, dim * NS);
+        CHECK(st == EMB_STATUS_OK && vectors_equal(want + (size_t)a0 * dim, got, dim * (size_t)n),
+              "%s: sequences %d..%d", mc->what, a0, a0 + n - 1);
+    }
+    if (cfg.normalize) {
+        double nn = 0;
+        for (size_t j = 0; j < dim; j++) nn += (double)want[j] * want[j];
+        CHECK(fabs(nn - 1.0) < 1e-5, "%s: normalized (%g)", mc->what, nn);
+    }
+
+    /* every kernel set and thread count, split by rows (the batch) and by columns (a few tokens) */
+    char names[256];
+    snprintf(names, sizeof names, "%s", emb_kernels_available());
+    int same = 1, tried = 0;
+    for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
+        for (int threads = 1; threads <= 3; threads++) {
+            emb_context *kc = NULL;
+            if (emb_context_init_ex(&kc, m, total, threads, name) != EMB_STATUS_OK) {
+                CHECK(0, "%s: context %s x %d", mc->what, name, threads);
+                continue;
+            }
+            run(kc, ids, lens, NS, ty, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS);
+            same &= vectors_equal(want, got, dim * NS);
+            run(kc, ids + 1, lens + 1, 1, ty ? ty + 1 : NULL, pr ? pr + 1 : NULL, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim);
+            same &= vectors_equal(want + dim, got, dim);
+            tried++;
+            emb_context_free(kc);
+        }
+    }
+    CHECK(same && tried >= 3, "%s: kernel sets and thread counts differ (%d contexts)", mc->what, tried);
+
+    /* the hidden states, and every pooling mode from them (raw: no Dense in the model) */
+    st = run(ctx, ids, lens, NS, ty, NULL, EMB_OUTPUT_TOKENS, 0, 0, 1, tok, c * total);
+    CHECK(st == EMB_STATUS_OK, "%s: tokens", mc->what);
+    CHECK(run(ctx, ids, lens, NS, ty, NULL, EMB_OUTPUT_TOKENS, 0, 0, 1, tok, c * total - 1) == EMB_STATUS_BUFFER_TOO_SMALL,
+          "%s: tokens need T x C floats", mc->what);
+    double *pd = malloc(sizeof(double) * (c > dim ? c : dim) * 2);
+    float *pf = malloc(sizeof(float) * c * NS);
+    double worst = 0;
+    for (int mode = EMB_POOLING_MEAN; mode <= EMB_POOLING_WEIGHTEDMEAN && !sp->n_dense; mode++) {
+        for (int exclude = 0; exclude < 2; exclude++) {
+            st = run(ctx, ids, lens, NS, ty, prompts, EMB_OUTPUT_EMBEDDING, mode, 0, exclude ? 0 : 1, pf, c * NS);
+            CHECK(st == EMB_STATUS_OK, "%s: pooling %d", mc->what, mode);
+            size_t t0 = 0;
+            for (int s = 0; s < NS; s++) {
+                pool_double(tok + t0 * c, (size_t)lens[s], c, exclude ? (size_t)prompts[s] : 0, mode, pd);
+                for (size_t j = 0; j < c; j++) worst = fmax(worst, fabs(pd[j] - pf[(size_t)s * c + j]) / (1.0 + fabs(pd[j])));
+                t0 += (size_t)lens[s];
+            }
+        }
+    }
+    CHECK(worst < 1e-5, "%s: pooling modes differ from a plain computation by %g", mc->what, worst);
+
+    /* Dense modules: the pooled mean through them in double, against the engine */
+    if (sp->n_dense) {
+        emb_bundle b;
+        emb_bundle_parse(&b, bytes, size, 1);
+        double worst_d = 0;
+        for (int s = 0; s < NS; s++) {
+            size_t t0 = 0;
+            for (int q = 0; q < s; q++) t0 += (size_t)lens[q];
+            pool_double(tok + t0 * c, (size_t)lens[s], c, pr ? (size_t)prompts[s] : 0, cfg.pooling, pd);
+            size_t k = c;
+            for (int i = 0; i < sp->n_dense; i++) {
+                char name[32];
+                snprintf(name, sizeof name, "dense.%d.weight", i);
+                const float *w = (const float *)emb_bundle_tensor(&b, name)->data;
+                snprintf(name, sizeof name, "dense.%d.bias", i);
+                const emb_tensor *bt = emb_bundle_tensor(&b, name);
+                size_t e = (size_t)sp->dense_e[i];
+                double *y = pd + (c > dim ? c : dim);
+                for (size_t r = 0; r < e; r++) {
+                    double acc = bt ? ((const float *)bt->data)[r] : 0.0;
+                    for (size_t j = 0; j < k; j++) acc += (double)w[r * k + j] * pd[j];
+                    y[r] = strcmp(sp->dense_act[i], "tanh") == 0 ? tanh(acc) : acc;
+                }
+                memcpy(pd, y, sizeof(double) * e);
+                k = e;
+            }
+            double nn = 0;
+            for (size_t j = 0; j < dim; j++) nn += pd[j] * pd[j];
+            for (size_t j = 0; j < dim; j++) {
+                double v = cfg.normalize ? pd[j] / sqrt(nn) : pd[j];
+                worst_d = fmax(worst_d, fabs(v - want[(size_t)s * dim + j]));
+            }
+        }
+        emb_bundle_release(&b);
+        CHECK(worst_d < 2e-5, "%s: Dense modules differ from a plain computation by %g", mc->what, worst_d);
+    }
+
+    /* token types: all 0 is the default; other types change the vectors */
+    if (sp->types > 1) {
+        int32_t *zeros = calloc(total, sizeof(int32_t));
+        run(ctx, ids, lens, NS, zeros, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS);
+        float *nul = malloc(sizeof(float) * dim * NS);
+        run(ctx, ids, lens, NS, NULL, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, nul, dim * NS);
+        CHECK(vectors_equal(got, nul, dim * NS) && !vectors_equal(got, want, dim * NS), "%s: token types", mc->what);
+        zeros[0] = sp->types;
+        CHECK(run(ctx, ids, lens, NS, zeros, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS) == EMB_STATUS_INVALID_ARGUMENT,
+              "%s: a type id out of range", mc->what);
+        free(zeros), free(nul);
+    } else if (sp->types == 0) {
+        CHECK(run(ctx, ids, lens, NS, types, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS) == EMB_STATUS_INVALID_ARGUMENT,
+              "%s: type ids for a model without token types", mc->what);
+    }
+    /* the request's checks */
+    int32_t bad_prompt[NS];
+    memcpy(bad_prompt, prompts, sizeof prompts);
+    bad_prompt[3] = lens[3];
+    CHECK(run(ctx, ids, lens, NS, ty, bad_prompt, EMB_OUTPUT_EMBEDDING, 0, -1, 0, got, dim * NS) == EMB_STATUS_INVALID_ARGUMENT,
+          "%s: a prompt as long as its sequence", mc->what);
+    CHECK(run(ctx, ids, lens, NS, ty, pr, 7, 0, -1, -1, got, dim * NS) == EMB_STATUS_INVALID_ARGUMENT, "%s: output kind", mc->what);
+    CHECK(run(ctx, ids, lens, NS, ty, pr, EMB_OUTPUT_EMBEDDING, 7, -1, -1, got, dim * NS) == EMB_STATUS_INVALID_ARGUMENT,
+          "%s: pooling mode", mc->what);
+    CHECK(run(ctx, ids, lens, NS, ty, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS - 1) == EMB_STATUS_BUFFER_TOO_SMALL,
+          "%s: a short output", mc->what);
+    emb_request rq = {ids, lens, ty, pr, NS, 0, 0, -1, -1};
+    emb_output res = {got, dim * NS, 0, 0};
+    CHECK(emb_context_run(ctx, NULL, &res) == EMB_STATUS_INVALID_ARGUMENT, "%s: NULL request", mc->what);
+    CHECK(emb_context_run(ctx, &rq, NULL) == EMB_STATUS_INVALID_ARGUMENT, "%s: NULL output", mc->what);
+    rq.ids = NULL;
+    CHECK(emb_context_run(ctx, &rq, &res) == EMB_STATUS_INVALID_ARGUMENT, "%s: NULL ids", mc->what);
+    rq.ids = ids;
+    emb_output query = {NULL, 0, 0, 0};
+    CHECK(emb_context_run(ctx, &rq, &query) == EMB_STATUS_BUFFER_TOO_SMALL && query.n_rows == NS && query.row_size == dim,
+          "%s: a size query", mc->what);
+
+    free(pd), free(pf), free(tok), free(want), free(got), free(ids), free(types);
+    emb_context_free(ctx);
+    emb_model_free(m);
+    free(bytes);
+}
+
+static void test_features(void) {
+    model_case cases[12];
+    int n = 0;
+    synth_spec s = synth_bert();
+    cases[n++] = (model_case){"bert", s};
+    s = synth_bert();  /* sizes no vector divides: C = 45 (D = 9), F = 100 */
+    s.c = 45, s.heads = 5, s.f = 100, s.max_positions = 24, s.max_length = 20, s.vocab = 30, s.pooling = "max";
+    cases[n++] = (model_case){"ragged", s};
+    s = synth_bert();  /* MPNet: relative buckets, positions from padding_idx + 1, no token types */
+    s.c = 48, s.heads = 4, s.f = 96, s.max_positions = 30, s.max_length = 24, s.offset = 2, s.pad_id = 1;
+    s.buckets = 32, s.types = 0, s.vocab = 20;
+    cases[n++] = (model_case){"mpnet", s};
+    s = synth_bert();  /* RoBERTa / XLM-R: one token type, positions from padding_idx + 1 */
+    s.c = 64, s.heads = 2, s.f = 128, s.max_positions = 22, s.max_length = 20, s.offset = 2, s.pad_id = 1, s.types = 1;
+    s.pooling = "cls", s.act = "gelu_tanh";
+    cases[n++] = (model_case){"roberta", s};
+    s = synth_bert();  /* ModernBERT: rotary, GeGLU, pre-norm, no biases, local/global, final norm */
+    s.c = 64, s.heads = 4, s.f = 80, s.layers = 4, s.max_length = 40, s.position = "rotary", s.types = 0;
+    s.pre_norm = 1, s.norm_bias = 0, s.linear_bias = 0, s.final_norm = 1, s.glu = 1, s.no_first_attn_norm = 1;
+    s.pattern = "glll", s.window = 6, s.vocab = 50, s.normalize = 0;
+    cases[n++] = (model_case){"modernbert", s};
+    s.linear_bias = 1, s.no_ffn_bias = 1, s.norm_bias = 1;  /* attention biases only */
+    cases[n++] = (model_case){"modernbert-attention-bias", s};
+    s = cases[n - 1].sp;  /* the same with head size 26 and a window wider than the sequences */
+    s.c = 52, s.heads = 2, s.f = 33, s.window = 64, s.pooling = "mean_sqrt_len_tokens", s.act = "relu";
+    cases[n++] = (model_case){"modernbert-ragged", s};
+    s = synth_bert();  /* Dense modules after the pooling, prompts left out of it */
+    s.c = 32, s.max_positions = 16, s.max_length = 16, s.n_dense = 2, s.dense_e[0] = 20, s.dense_e[1] = 12;
+    s.dense_act[0] = "tanh", s.dense_act[1] = "identity", s.dense_bias = 1, s.include_prompt = 0, s.pooling = "weightedmean";
+    cases[n++] = (model_case){"dense", s};
+    s = synth_bert();
+    s.include_prompt = 0, s.pooling = "lasttoken", s.normalize = 0, s.act = "relu";
+    s.n_dense = 1, s.dense_e[0] = 7, s.dense_act[0] = "identity";
+    cases[n++] = (model_case){"lasttoken", s};
+    for (int i = 0; i < n; i++) check_model(&cases[i]);
+}
+
 static uint8_t *read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -617,6 +897,7 @@ int main(int argc, char **argv) {
     test_layernorm_attention();
     test_bundle_errors();
     test_tiny_model();
+    test_features();
     if (argc > 1) {
         test_real_bundle(argv[1]);
     } else {

@@ -79,12 +79,18 @@ static int test_float_kernels(void) {
     int bad = 0;
     float *a = emb_alloc(NMAX * 3 * C * 4), *b = emb_alloc(NMAX * 3 * C * 4), *r = emb_alloc(NMAX * C * 4);
     float *g = emb_alloc(C * 4), *be = emb_alloc(C * 4), *o1 = emb_alloc(NMAX * C * 4), *o2 = emb_alloc(NMAX * C * 4);
-    float *sc = emb_alloc(NMAX * 4);
+    float *sc = emb_alloc(emb_attention_scratch(NMAX, 64) * 4);
     for (int i = 0; i < C; i++) g[i] = frand(0.5f, 1.5f), be[i] = frand(-0.1f, 0.1f);
     for (int res = 0; res < 2; res++) {
         for (int i = 0; i < 7 * C; i++) a[i] = b[i] = frand(-4, 4), r[i] = frand(-1, 1);
-        emb_layernorm_ref(a, res ? r : NULL, 7, C, g, be, 1e-12f);
-        emb_layernorm_simd128(b, res ? r : NULL, 7, C, g, be, 1e-12f);
+        emb_layernorm_ref(a, res ? r : NULL, 7, C, C, g, be, 1e-12f);
+        emb_layernorm_simd128(b, res ? r : NULL, 7, C, C, g, be, 1e-12f);
+        bad += !same(a, b, 7 * C * 4);
+        /* ragged widths: 45 and 3 real columns of rows 64 apart */
+        emb_layernorm_ref(a, res ? r : NULL, 3, 45, C, g, be, 1e-12f);
+        emb_layernorm_simd128(b, res ? r : NULL, 3, 45, C, g, be, 1e-12f);
+        emb_layernorm_ref(a, res ? r : NULL, 2, 3, C, g, be, 1e-6f);
+        emb_layernorm_simd128(b, res ? r : NULL, 2, 3, C, g, be, 1e-6f);
         bad += !same(a, b, 7 * C * 4);
     }
     for (int i = 0; i < 203; i++) a[i] = b[i] = frand(-9, 9);
@@ -95,9 +101,26 @@ static int test_float_kernels(void) {
     for (int t = 0; t < 6; t++) {
         for (int i = 0; i < lens[t] * 3 * C; i++) a[i] = frand(-3, 3);
         emb_attention_ref(a, (size_t)lens[t], C, H, o1, sc);
-        emb_attention_simd128(a, (size_t)lens[t], C, H, o2, sc);
+        emb_attention_args args = {a, 3 * C, o2, C, (size_t)lens[t], C, H, NULL, 0, 0, 0};
+        emb_attention_simd128(&args, 0, H, sc);
         bad += !same(o1, o2, (size_t)lens[t] * C * 4);
     }
+    /* (n, C, H, window, bias): a relative bias, head sizes 4 does not divide (13, 9), windows */
+    static const int cases[][5] = {{9, 64, 2, 0, 1}, {NMAX, 64, 4, 0, 1}, {11, 39, 3, 0, 1}, {20, 45, 5, 0, 0},
+                                   {NMAX, 64, 2, 5, 1}, {7, 64, 2, 40, 1}};
+    float *bias = emb_alloc(4 * 4 * (2 * NMAX + 15));
+    for (int i = 0; i < 4 * (2 * NMAX + 15); i++) bias[i] = frand(-2, 2);
+    for (unsigned t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        size_t n = (size_t)cases[t][0], c = (size_t)cases[t][1], h = (size_t)cases[t][2];
+        for (size_t i = 0; i < n * 3 * c; i++) a[i] = frand(-3, 3);
+        emb_attention_args a1 = {a, 3 * c, o1, c, n, c, h, cases[t][4] ? bias : NULL, 2 * n + 15, n - 1, (size_t)cases[t][3]};
+        emb_attention_args a2 = a1;
+        a2.out = o2;
+        emb_attention_heads_ref(&a1, 0, h, sc);
+        emb_attention_simd128(&a2, 0, h, sc);
+        bad += !same(o1, o2, n * c * 4);
+    }
+    emb_dealloc(bias);
     emb_dealloc(a), emb_dealloc(b), emb_dealloc(r), emb_dealloc(g), emb_dealloc(be), emb_dealloc(o1), emb_dealloc(o2),
         emb_dealloc(sc);
     return bad;

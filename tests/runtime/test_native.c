@@ -104,8 +104,10 @@ static void test_float_kernels(const emb_kernels *k) {
             if (memcmp(x1, x2, 4 * m * c)) bad_gelu++;
             const float *r = t % 2 ? res : NULL;
             float eps = t % 2 ? 1e-12f : 1e-5f;
-            emb_layernorm_ref(x1, r, m, c, g, b, eps);
-            k->layernorm(x2, r, m, c, g, b, eps);
+            /* one case in four a ragged width: 1 .. c real columns of rows c apart */
+            size_t cr = t % 4 == 3 ? urand(1, c) : c;
+            emb_layernorm_ref(x1, r, m, cr, c, g, b, eps);
+            k->layernorm(x2, r, m, cr, c, g, b, eps);
             if (memcmp(x1, x2, 4 * m * c)) bad_ln++;
         }
         free(x1), free(x2), free(res), free(g), free(b), free(s1), free(s2), free(q1), free(q2);
@@ -116,35 +118,46 @@ static void test_float_kernels(const emb_kernels *k) {
 }
 
 static void test_attention(const emb_kernels *k) {
-    /* (n, C, H): head sizes 32, 48, 64, 16 and 12 (not a multiple of any vector: the fallback) */
-    static const size_t shapes[][3] = {{1, 64, 2},  {2, 64, 2},   {3, 48, 1},  {5, 128, 2}, {16, 64, 2},
-                                       {17, 64, 2}, {33, 384, 12}, {64, 32, 2}, {100, 24, 2}, {7, 96, 2}};
+    /* (n, C, H, window, bias): head sizes 32, 48, 64, 16, 12 and odd ones (9, 13, 26: the
+       fallback), windows that leave keys out or not, relative biases */
+    static const size_t shapes[][5] = {{1, 64, 2, 0, 0},   {2, 64, 2, 0, 0},    {3, 48, 1, 0, 0},   {5, 128, 2, 0, 0},
+                                       {16, 64, 2, 0, 0},  {17, 64, 2, 0, 1},   {33, 384, 12, 0, 0}, {64, 32, 2, 0, 1},
+                                       {100, 24, 2, 0, 0}, {7, 96, 2, 0, 1},    {40, 45, 5, 0, 1},  {21, 312, 12, 0, 0},
+                                       {50, 64, 4, 8, 0},  {70, 128, 2, 16, 1}, {12, 64, 2, 20, 1}, {29, 39, 3, 3, 0}};
     int bad = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        size_t n = shapes[s][0], c = shapes[s][1], h = shapes[s][2];
+        size_t n = shapes[s][0], c = shapes[s][1], h = shapes[s][2], window = shapes[s][3];
+        size_t ldq = 3 * c + (s % 3) * 5, ldo = c + (s % 2) * 7, bias_ld = 2 * n + 15;
         size_t scratch = emb_attention_scratch(n, c / h);
-        float *qkv = malloc(4 * n * 3 * c), *o1 = malloc(4 * n * c), *o2 = malloc(4 * n * c), *all = malloc(4 * n * c);
-        float *sc = malloc(4 * scratch);
-        for (size_t i = 0; i < n * 3 * c; i++) qkv[i] = frand(-4.0f, 4.0f) * (s % 3 == 2 ? 4.0f : 1.0f);
-        emb_attention_ref(qkv, n, c, h, all, sc);
+        float *qkv = malloc(4 * n * ldq), *o1 = malloc(4 * n * ldo), *o2 = malloc(4 * n * ldo), *all = malloc(4 * n * ldo);
+        float *sc = malloc(4 * scratch), *bias = malloc(4 * h * bias_ld);
+        for (size_t i = 0; i < n * ldq; i++) qkv[i] = frand(-4.0f, 4.0f) * (s % 3 == 2 ? 4.0f : 1.0f);
+        for (size_t i = 0; i < h * bias_ld; i++) bias[i] = frand(-3.0f, 3.0f);
+        emb_attention_args a = {qkv, ldq, all, ldo, n, c, h, shapes[s][4] ? bias : NULL, bias_ld, n - 1, window};
+        memset(all, 0, 4 * n * ldo);
+        emb_attention_heads_ref(&a, 0, h, sc);
         for (size_t h0 = 0; h0 < h; h0 += (h > 2 ? 5 : 1)) {  /* all heads from h0, or just h0 */
             for (int one = 0; one < 2; one++) {
                 size_t h1 = one ? h0 + 1 : h;
-                memset(o1, 0, 4 * n * c);
-                memset(o2, 0, 4 * n * c);
-                emb_attention_heads_ref(qkv, n, c, h, h0, h1, o1, sc);
-                k->attention(qkv, n, c, h, h0, h1, o2, sc);
-                int same = memcmp(o1, o2, 4 * n * c) == 0;
+                memset(o1, 0, 4 * n * ldo);
+                memset(o2, 0, 4 * n * ldo);
+                emb_attention_args a1 = a, a2 = a;
+                a1.out = o1;
+                a2.out = o2;
+                emb_attention_heads_ref(&a1, h0, h1, sc);
+                k->attention(&a2, h0, h1, sc);
+                int same = memcmp(o1, o2, 4 * n * ldo) == 0;
                 for (size_t i = 0; i < n && same; i++) {  /* and the heads equal the all-heads reference */
-                    same = memcmp(o1 + i * c + h0 * (c / h), all + i * c + h0 * (c / h), 4 * (h1 - h0) * (c / h)) == 0;
+                    same = memcmp(o1 + i * ldo + h0 * (c / h), all + i * ldo + h0 * (c / h), 4 * (h1 - h0) * (c / h)) == 0;
                 }
                 if (!same) {
                     bad++;
-                    printf("  %s attention n=%zu C=%zu H=%zu heads %zu..%zu differs\n", k->name, n, c, h, h0, h1);
+                    printf("  %s attention n=%zu C=%zu H=%zu window=%zu heads %zu..%zu differs\n", k->name, n, c, h,
+                           window, h0, h1);
                 }
             }
         }
-        free(qkv), free(o1), free(o2), free(all), free(sc);
+        free(qkv), free(o1), free(o2), free(all), free(sc), free(bias);
     }
     CHECK(bad == 0, "%s: attention differs (%d cases)", k->name, bad);
 }

@@ -31,15 +31,19 @@ from typing import Any
 __all__ = [
     "BUNDLE_STATUSES",
     "FUNCTIONS",
+    "MODEL_CONFIG",
     "MODEL_INFO",
     "NATIVE_POINTER_BYTES",
+    "OUTPUT",
     "POOLING_NAMES",
+    "REQUEST",
     "STRUCTS",
     "WASM_EXPORTS",
     "WASM_KERNELS",
     "WASM_POINTER_BYTES",
     "WASM_SIZE_T_BYTES",
     "Function",
+    "Output",
     "Pooling",
     "Status",
     "Struct",
@@ -77,17 +81,33 @@ class Pooling(IntEnum):
     MODEL = 0
     MEAN = 1
     CLS = 2
+    MAX = 3
+    LASTTOKEN = 4
+    MEAN_SQRT_LEN_TOKENS = 5
+    WEIGHTEDMEAN = 6
 
 
 # each pooling's name as the bundle's "pooling" metadata and sentence-transformers spell it
 POOLING_NAMES: Mapping[Pooling, str] = {
     Pooling.MEAN: "mean",
     Pooling.CLS: "cls",
+    Pooling.MAX: "max",
+    Pooling.LASTTOKEN: "lasttoken",
+    Pooling.MEAN_SQRT_LEN_TOKENS: "mean_sqrt_len_tokens",
+    Pooling.WEIGHTEDMEAN: "weightedmean",
 }
 
 
+class Output(IntEnum):
+    """``emb_output_kind``: what ``emb_context_run`` computes."""
+
+    EMBEDDING = 0
+    TOKENS = 1
+
+
 def pooling_name(code: int) -> str:
-    """The name of the pooling a model reports (``emb_model_info.pooling``): "mean", "cls"."""
+    """The name of the pooling a model reports (``emb_model_info.pooling``): "mean", "cls",
+    "weightedmean", …"""
     try:
         return POOLING_NAMES[Pooling(code)]
     except (ValueError, KeyError):
@@ -214,7 +234,39 @@ MODEL_INFO = Struct(
     ),
 )
 
-STRUCTS: Mapping[str, Struct] = {s.name: s for s in (MODEL_INFO,)}
+MODEL_CONFIG = Struct(
+    "emb_model_config",
+    tuple((n, "int32_t") for n in (
+        "version", "dim", "hidden_dim", "n_layers", "n_heads", "ffn_dim", "vocab_size",
+        "max_length", "type_vocab_size", "pooling", "include_prompt", "normalize", "n_dense",
+        "head",
+    )),
+)
+
+REQUEST = Struct(
+    "emb_request",
+    (
+        ("ids", "const int32_t *"),
+        ("lengths", "const int32_t *"),
+        ("type_ids", "const int32_t *"),
+        ("prompt_lengths", "const int32_t *"),
+        ("n_seqs", "size_t"),
+        ("output", "int32_t"),
+        ("pooling", "int32_t"),
+        ("normalize", "int32_t"),
+        ("include_prompt", "int32_t"),
+    ),
+)
+
+OUTPUT = Struct(
+    "emb_output",
+    (("values", "float *"), ("values_cap", "size_t"), ("n_rows", "size_t"),
+     ("row_size", "size_t")),
+)
+
+STRUCTS: Mapping[str, Struct] = {
+    s.name: s for s in (MODEL_INFO, MODEL_CONFIG, REQUEST, OUTPUT)
+}
 
 
 # ── functions (the native library) ──────────────────────────────────────────────────────────
@@ -251,6 +303,7 @@ FUNCTIONS: Mapping[str, Function] = {
     "emb_model_init": _f("emb_status", "emb_model **out", "const void *bundle", "size_t size"),
     "emb_model_free": _f("void", "emb_model *model"),
     "emb_model_get_info": _f("void", "const emb_model *model", "emb_model_info *info"),
+    "emb_model_get_config": _f("void", "const emb_model *model", "emb_model_config *config"),
     "emb_model_get_meta": _f(
         "const char *", "const emb_model *model", "const char *key", "size_t *len",
         raw_result=True,
@@ -283,6 +336,9 @@ FUNCTIONS: Mapping[str, Function] = {
     "emb_context_encode": _f(
         "emb_status", "emb_context *ctx", "const int32_t *ids", "const int32_t *lengths",
         "size_t n_seqs", "emb_pooling pooling", "int normalize", "float *out", "size_t out_cap",
+    ),
+    "emb_context_run": _f(
+        "emb_status", "emb_context *ctx", "const emb_request *request", "emb_output *output"
     ),
 }
 
@@ -347,6 +403,7 @@ _WRAPPED = (
     "emb_model_init",
     "emb_model_free",
     "emb_model_get_info",
+    "emb_model_get_config",
     "emb_model_get_meta",
     "emb_model_tokenize",
     "emb_model_tokenize_ex",
@@ -355,6 +412,7 @@ _WRAPPED = (
     "emb_context_free",
     "emb_context_max_tokens",
     "emb_context_encode",
+    "emb_context_run",
 )
 
 WASM_EXPORTS: Mapping[str, WasmExport] = {

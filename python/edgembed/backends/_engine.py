@@ -23,10 +23,21 @@ from array import array
 from collections.abc import Callable, Sequence
 from io import BufferedReader
 from pathlib import Path
-from typing import NoReturn, Protocol, Union
+from typing import Any, NoReturn, Protocol, Union
 
-from ..errors import BundleError, EngineError, InputTooLong, ModelNotFound
-from ._abi import BUNDLE_STATUSES, MODEL_INFO, WASM_SIZE_T_BYTES, Pooling, Status, pooling_name
+from ..errors import BundleError, ChecksumMismatch, EngineError, InputTooLong, ModelNotFound
+from ._abi import (
+    BUNDLE_STATUSES,
+    MODEL_CONFIG,
+    MODEL_INFO,
+    OUTPUT,
+    REQUEST,
+    WASM_SIZE_T_BYTES,
+    Output,
+    Pooling,
+    Status,
+    pooling_name,
+)
 
 __all__ = ["BundleSource", "Engine", "WasmHost", "open_bundle", "raise_status"]
 
@@ -154,7 +165,12 @@ def open_bundle(source: BundleSource) -> tuple[str, int, BufferedReader | memory
 class Engine:
     """A model and one context on a ``WasmHost``. Not thread-safe: one call at a time."""
 
-    def __init__(self, host: WasmHost, bundle: BundleSource, *, max_tokens: int = 2048) -> None:
+    def __init__(self, host: WasmHost, bundle: BundleSource, *, max_tokens: int = 2048,
+                 sha256: str | None = None) -> None:
+        """``sha256``: the digest the model manifest records for the bundle, checked on the
+        bytes as they are copied in (ChecksumMismatch when they differ)."""
+        import hashlib
+
         self.host = host
         self._model = self._ctx = 0
         name, size, data = open_bundle(bundle)
@@ -164,13 +180,20 @@ class Engine:
             raise BundleError(f"{name} is empty (0 bytes), not a bundle; write it again with "
                               "`embed bundle MODEL`")
         self.source = name
+        digest = hashlib.sha256()
         # the model references the bundle in wasm memory for its whole life
         self._bundle_ptr = self._alloc(max(size, 1))
         if isinstance(data, memoryview):
             self._write(self._bundle_ptr, data)
+            digest.update(data)
         else:
             with data:
-                self._copy_file(data, size, name)
+                self._copy_file(data, size, name, digest)
+        if sha256 is not None and digest.hexdigest() != sha256.lower():
+            raise ChecksumMismatch(
+                f"{name} differs from the one recorded in the model's manifest (sha256 "
+                f"{digest.hexdigest()[:12]}…, recorded {sha256[:12]}…): it was altered or "
+                "damaged; regenerate it with `embed bundle MODEL --force`")
         self._scratch = self._alloc(64)
         st = host.call("emb_model_init_wasm", self._scratch, self._bundle_ptr, size)
         if st != Status.OK:
@@ -185,16 +208,28 @@ class Engine:
         self.pooling = pooling_name(info["pooling"])
         self.normalized_by_model = bool(info["normalize"])
         self.bundle_version = info["version"]
+        config_ptr = self._alloc(MODEL_CONFIG.size())
+        host.call("emb_model_get_config_wasm", self._model, config_ptr)
+        self.config = MODEL_CONFIG.unpack(self._read(config_ptr, MODEL_CONFIG.size()), "<")
+        host.call("emb_free_wasm", config_ptr)
+        self.hidden_dim = self.config["hidden_dim"]
+        self.type_vocab_size = self.config["type_vocab_size"]
+        self.include_prompt = bool(self.config["include_prompt"])
 
         self.max_tokens = max(int(max_tokens), self.max_length)
         st = host.call("emb_context_init_wasm", self._scratch, self._model, self.max_tokens)
         if st != Status.OK:
             self._raise(st, "context")
         self._ctx = self._u32(self._scratch)
-        # input/output buffers, allocated once: ids, lengths, vectors, text bytes, token ids
+        # input/output buffers, allocated once: ids, lengths, token types, prompt lengths, the
+        # request and its result, vectors (or token states), text bytes, token ids
         self._ids = self._alloc(4 * self.max_tokens)
         self._lens = self._alloc(4 * self.max_tokens)
-        self._out = self._alloc(4 * self.max_tokens * self.dim)
+        self._types = self._alloc(4 * self.max_tokens)
+        self._prompts = self._alloc(4 * self.max_tokens)
+        self._req = self._alloc(REQUEST.size())
+        self._res = self._alloc(OUTPUT.size())
+        self._out = self._alloc(4 * self.max_tokens * max(self.dim, self.hidden_dim))
         self._text_cap = 1 << 16
         self._text = self._alloc(self._text_cap)
         self._tok_cap = max(4 * self.max_length, 1024)
@@ -213,7 +248,7 @@ class Engine:
         if data.nbytes:
             self.host.write(ptr, data)
 
-    def _copy_file(self, f: BufferedReader, size: int, name: str) -> None:
+    def _copy_file(self, f: BufferedReader, size: int, name: str, digest: Any) -> None:
         buf = bytearray(min(size, _COPY_CHUNK))
         view = memoryview(buf)
         done = 0
@@ -222,6 +257,7 @@ class Engine:
             if not n:
                 raise BundleError(f"{name}: could not read the whole file")
             self.host.write(self._bundle_ptr + done, view[:n])
+            digest.update(view[:n])
             done += n
 
     def _read(self, ptr: int, n: int) -> bytes:
@@ -332,32 +368,55 @@ class Engine:
         """Tokens each text costs the encoder (its full length when truncate is False)."""
         return count_text_tokens(self.tokenize_one, texts, truncate)
 
-    def encode_into(self, batch: Sequence[Sequence[int]], out: memoryview) -> None:
+    def encode_into(
+        self,
+        batch: Sequence[Sequence[int]],
+        out: memoryview,
+        *,
+        type_ids: Sequence[Sequence[int]] | None = None,
+        prompt_lengths: Sequence[int] | None = None,
+        tokens: bool = False,
+    ) -> None:
         """Pooled, not normalized vectors of ``batch`` as float32 rows into ``out`` (bytes,
         ``len(batch) * dim * 4`` of them). A batch over the context's tokens is cut into
-        pieces: a sequence's vector never depends on its batch."""
-        row = 4 * self.dim
-        if out.nbytes != len(batch) * row:
-            raise EngineError(f"output buffer of {out.nbytes} bytes for {len(batch)} vectors")
-        start = 0
+        pieces: a sequence's vector never depends on its batch. ``type_ids``: one list of token
+        types per sequence (sentence pairs); ``prompt_lengths``: leading prompt tokens per
+        sequence (left out of the pooling when the model says include_prompt false);
+        ``tokens``: every token's last hidden state instead (``Σ len * hidden_dim * 4`` bytes)."""
+        if type_ids is not None and (len(type_ids) != len(batch) or not self.type_vocab_size):
+            raise EngineError("type_ids needs one list per sequence, for a model with token types")
+        if prompt_lengths is not None and len(prompt_lengths) != len(batch):
+            raise EngineError("prompt_lengths needs one count per sequence")
+        width = 4 * (self.hidden_dim if tokens else self.dim)
+        rows = sum(len(s) for s in batch) if tokens else len(batch)
+        if out.nbytes != rows * width:
+            raise EngineError(f"output buffer of {out.nbytes} bytes for {rows} rows")
+        start = at = 0
         while start < len(batch):
             end, used = start, 0
             while end < len(batch) and (end == start or used + len(batch[end]) <= self.max_tokens):
                 used += len(batch[end])
                 end += 1
-            self._encode_chunk(batch[start:end], out[start * row : end * row])
-            start = end
+            n = used if tokens else end - start
+            self._encode_chunk(batch[start:end], out[at * width : (at + n) * width],
+                               None if type_ids is None else type_ids[start:end],
+                               None if prompt_lengths is None else prompt_lengths[start:end],
+                               tokens)
+            start, at = end, at + n
 
-    def encode_rows(self, batch: Sequence[Sequence[int]]) -> list[array[float]]:
-        """``encode_into`` without numpy: one ``array('f')`` per sequence."""
-        flat = array("f", bytes(4 * self.dim * len(batch)))
-        self.encode_into(batch, memoryview(flat).cast("B"))
+    def encode_rows(self, batch: Sequence[Sequence[int]], **inputs: Any) -> list[array[float]]:
+        """``encode_into`` without numpy: one ``array('f')`` per sequence (or token)."""
+        d = self.hidden_dim if inputs.get("tokens") else self.dim
+        rows = sum(len(s) for s in batch) if inputs.get("tokens") else len(batch)
+        flat = array("f", bytes(4 * d * rows))
+        self.encode_into(batch, memoryview(flat).cast("B"), **inputs)
         if _BIG_ENDIAN:
             flat.byteswap()
-        d = self.dim
-        return [flat[i * d : (i + 1) * d] for i in range(len(batch))]
+        return [flat[i * d : (i + 1) * d] for i in range(rows)]
 
-    def _encode_chunk(self, seqs: Sequence[Sequence[int]], out: memoryview) -> None:
+    def _encode_chunk(self, seqs: Sequence[Sequence[int]], out: memoryview,
+                      type_ids: Sequence[Sequence[int]] | None, prompts: Sequence[int] | None,
+                      tokens: bool) -> None:
         lens = array("i")
         ids = array("i")
         for s in seqs:
@@ -369,17 +428,24 @@ class Engine:
             ids.extend(s)
         self._write(self._lens, _le(lens))
         self._write(self._ids, _le(ids))
-        st = self.host.call(
-            "emb_context_encode_wasm",
-            self._ctx,
-            self._ids,
-            self._lens,
-            len(seqs),
-            Pooling.MODEL,
-            0,
-            self._out,
-            len(seqs) * self.dim,
-        )
+        if type_ids is not None:
+            types = array("i")
+            for s, t in zip(seqs, type_ids, strict=True):
+                if len(t) != len(s):
+                    raise EngineError("type_ids: one token type per token")
+                types.extend(t)
+            self._write(self._types, _le(types))
+        if prompts is not None:
+            self._write(self._prompts, _le(array("i", prompts)))
+        request = {"ids": self._ids, "lengths": self._lens, "n_seqs": len(seqs),
+                   "type_ids": self._types if type_ids is not None else 0,
+                   "prompt_lengths": self._prompts if prompts is not None else 0,
+                   "output": Output.TOKENS if tokens else Output.EMBEDDING,
+                   "pooling": Pooling.MODEL, "normalize": 0, "include_prompt": -1}
+        self._write(self._req, memoryview(REQUEST.pack(request)))
+        cap = (len(ids) * self.hidden_dim) if tokens else len(seqs) * self.dim
+        self._write(self._res, memoryview(OUTPUT.pack({"values": self._out, "values_cap": cap})))
+        st = self.host.call("emb_context_run_wasm", self._ctx, self._req, self._res)
         if st != Status.OK:
             self._raise(st, "encode")
         self.host.read_into(self._out, out)

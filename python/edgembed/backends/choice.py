@@ -140,29 +140,27 @@ def open_backend(
                 "Use backend='onnx' meanwhile"
             ) from None
         try:
-            bundle = bundle_path(model_dir, manifest)
+            bundle, sha256 = engine_bundle(model_dir, manifest, write=False)
         except BackendUnavailable:
             _check_engine_can_run(choice, model_dir, manifest)  # the better reason, if any
             raise
-        backend: Backend = wasm.WasmBackend(bundle, threads=threads)
+        backend: Backend = wasm.WasmBackend(bundle, threads=threads, sha256=sha256)
         return backend
     if choice.backend == "native":
         from .native import NativeBackend
 
         try:
-            bundle = bundle_path(model_dir, manifest)
+            bundle, sha256 = engine_bundle(model_dir, manifest, write=False)
         except BackendUnavailable:  # the first use: write the engine bundle once
-            from ..export import export_bundle
-
             _check_engine_can_run(choice, model_dir, manifest)
             try:
-                _, bundle = export_bundle(manifest.name)
+                bundle, sha256 = engine_bundle(model_dir, manifest, write=True)
             except UnsupportedArchitecture as exc:  # the onnx backend may still run it
                 hint = "" if "backend='onnx'" in str(exc) else "; use backend='onnx'"
                 raise BackendUnavailable(
                     f"backend 'native' runs the edgembed engine, which cannot run "
                     f"{manifest.name}: {exc}{hint}") from None
-        return NativeBackend(bundle, threads=threads)
+        return NativeBackend(bundle, threads=threads, sha256=sha256)
     from .onnx import OnnxBackend
 
     path = manifest.variant_path(model_dir, choice.variant)
@@ -193,14 +191,34 @@ def _check_engine_can_run(choice: BackendChoice, model_dir: Path, manifest: Mani
 
 def bundle_path(model_dir: Path, manifest: Manifest) -> Path:
     """The engine bundle (.emb) of an exported model directory: the manifest's, else any."""
+    return engine_bundle(model_dir, manifest, write=False)[0]
+
+
+def engine_bundle(model_dir: Path, manifest: Manifest, *, write: bool) -> tuple[Path, str | None]:
+    """The engine bundle of an exported model directory and the sha256 its manifest records
+    (None for a bundle found beside it but not recorded), for the engine to check the bytes it
+    loads against. A recorded bundle of another format version than this engine reads is
+    rewritten from the model, as is a missing one when ``write`` (the native engine's first
+    use)."""
+    from ..export.bundle import BUNDLE_VERSION
+
+    stale = False
     for entry in manifest.bundles.values():
         f = entry.get("file") if isinstance(entry, dict) else None
         if f and (model_dir / str(f)).is_file():
-            return model_dir / str(f)
-    candidates = sorted(model_dir.glob("*.emb"))
-    if candidates:
-        return candidates[0]
-    raise BackendUnavailable(
-        f"{model_dir} has no engine bundle (.emb) for backend 'wasm'; "
-        f"run `embed bundle {manifest.name}` first"
-    )
+            if entry.get("format_version") == BUNDLE_VERSION:
+                sha = entry.get("sha256")
+                return model_dir / str(f), str(sha) if sha else None
+            stale = True
+    if not stale and not write:
+        candidates = sorted(model_dir.glob("*.emb"))
+        if candidates:
+            return candidates[0], None
+        raise BackendUnavailable(
+            f"{model_dir} has no engine bundle (.emb) for backend 'wasm'; "
+            f"run `embed bundle {manifest.name}` first"
+        )
+    from ..export import export_bundle  # the first use, or a bundle of an older format
+
+    record, bundle = export_bundle(manifest.name, force=stale)
+    return bundle, str(record["sha256"])

@@ -38,7 +38,17 @@ import numpy.typing as npt
 
 from .. import env
 from ..errors import BackendUnavailable, BundleError, EngineError, InputError, InputTooLong
-from ._abi import MODEL_INFO, Pooling, Status, declare, pooling_name
+from ._abi import (
+    MODEL_CONFIG,
+    MODEL_INFO,
+    OUTPUT,
+    REQUEST,
+    Output,
+    Pooling,
+    Status,
+    declare,
+    pooling_name,
+)
 from ._engine import Token, count_text_tokens, raise_status, tokenize_texts, tokens_with_offsets
 
 __all__ = ["NativeBackend", "NativeLibrary", "find_library", "load_library", "native_available"]
@@ -212,11 +222,14 @@ class NativeBackend:
         max_tokens: int = 2048,
         library: Path | str | None = None,
         kernels: str | None = None,
+        sha256: str | None = None,
     ) -> None:
         """Load ``bundle`` (.emb). ``threads``: engine threads per call, the caller's included
         (default: the cores this process may use). ``kernels``: a kernel set name from
         ``available_kernels`` (default: ``$EDGEMBED_NATIVE_KERNELS`` or the best one).
-        ``max_tokens``: tokens per engine call (bigger batches are cut)."""
+        ``max_tokens``: tokens per engine call (bigger batches are cut). ``sha256``: the
+        bundle's digest as the model manifest records it, checked on the bytes loaded
+        (ChecksumMismatch when they differ)."""
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                     or not 1 <= threads <= _MAX_THREADS):
             raise InputError(
@@ -244,6 +257,9 @@ class NativeBackend:
         with open(path, "rb") as f:
             if f.readinto(self._bytes.data) != size:
                 raise BundleError(f"{path}: could not read the whole file")
+        from ..export.bundle import check_bundle
+
+        check_bundle(self._bytes.data, sha256=sha256, name=str(path))
         st = lib.emb_model_init(ctypes.byref(self._model), self._bytes.ctypes.data, size)
         if st != Status.OK:
             self._raise(st, str(path))
@@ -255,6 +271,12 @@ class NativeBackend:
         self.normalized_by_model = bool(info["normalize"])
         self.bundle_version = int(info["version"])
         self.bundle_path = path
+        raw_config = MODEL_CONFIG.as_ctypes()
+        lib.emb_model_get_config(self._model, ctypes.byref(raw_config))
+        self.config = MODEL_CONFIG.from_ctypes(raw_config)  # emb_model_config's fields
+        self.hidden_dim = int(self.config["hidden_dim"])
+        self.type_vocab_size = int(self.config["type_vocab_size"])
+        self.include_prompt = bool(self.config["include_prompt"])
 
         self.max_tokens = max(int(max_tokens), self.max_length)
         n_threads = threads if threads is not None else _default_threads()
@@ -354,24 +376,60 @@ class NativeBackend:
                                                offs[: 2 * n].tolist()))
         return out
 
-    def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
-        """Pooled, not normalized vectors (n, dim) of a batch of id sequences."""
+    def encode(
+        self,
+        batch: Sequence[Sequence[int]],
+        *,
+        type_ids: Sequence[Sequence[int]] | None = None,
+        prompt_lengths: Sequence[int] | None = None,
+    ) -> npt.NDArray[np.float32]:
+        """Pooled, not normalized vectors (n, dim) of a batch of id sequences. ``type_ids``: one
+        list of token types per sequence (sentence pairs); ``prompt_lengths``: leading prompt
+        tokens per sequence (see ``encode_packed``)."""
         lengths = np.fromiter((len(s) for s in batch), dtype=np.int32, count=len(batch))
         ids = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int32,
                           count=int(lengths.sum()))
-        return self.encode_packed(ids, lengths)
+        types = None
+        if type_ids is not None:
+            if len(type_ids) != len(batch) or any(
+                    len(t) != len(s) for t, s in zip(type_ids, batch, strict=True)):
+                raise InputError("type_ids needs one token type per token of each sequence")
+            types = np.fromiter(itertools.chain.from_iterable(type_ids), dtype=np.int32,
+                                count=ids.size)
+        prompts = None if prompt_lengths is None else np.asarray(prompt_lengths, dtype=np.int32)
+        return self.encode_packed(ids, lengths, type_ids=types, prompt_lengths=prompts)
 
     def encode_packed(
-        self, ids: npt.NDArray[np.int32], lengths: npt.NDArray[np.int32]
+        self,
+        ids: npt.NDArray[np.int32],
+        lengths: npt.NDArray[np.int32],
+        *,
+        type_ids: npt.NDArray[np.int32] | None = None,
+        prompt_lengths: npt.NDArray[np.int32] | None = None,
+        tokens: bool = False,
     ) -> npt.NDArray[np.float32]:
         """Like ``encode``, for sequences already packed back to back in one int32 array
-        (``lengths`` ids each): read in place by the engine, no copy."""
+        (``lengths`` ids each): read in place by the engine, no copy. ``type_ids``: one token
+        type per id (sentence pairs; models with token types); ``prompt_lengths``: leading
+        prompt tokens per sequence, left out of the pooling when the model's Pooling module says
+        include_prompt false. ``tokens``: the last hidden states (T, hidden_dim) instead."""
         ids = np.ascontiguousarray(ids, dtype=np.int32)
         lengths = np.ascontiguousarray(lengths, dtype=np.int32)
         if lengths.ndim != 1 or ids.ndim != 1 or int(lengths.sum()) != ids.size:
             raise InputError("ids must be one flat array holding sum(lengths) token ids")
+        if type_ids is not None:
+            type_ids = np.ascontiguousarray(type_ids, dtype=np.int32)
+            if type_ids.shape != ids.shape:
+                raise InputError("type_ids must hold one token type per id")
+            if not self.type_vocab_size:
+                raise InputError("this model has no token types: pass type_ids=None")
+        if prompt_lengths is not None:
+            prompt_lengths = np.ascontiguousarray(prompt_lengths, dtype=np.int32)
+            if prompt_lengths.shape != lengths.shape:
+                raise InputError("prompt_lengths must hold one count per sequence")
         n = lengths.size
-        result = np.empty((n, self.dim), dtype=np.float32)
+        result = np.empty((int(ids.size) if tokens else n, self.hidden_dim if tokens else self.dim),
+                          dtype=np.float32)
         if n == 0:
             return result
         too_long = lengths > self.max_length
@@ -381,7 +439,15 @@ class NativeBackend:
                                f"{self.max_length}")
         if (lengths < 1).any():
             raise InputError("every sequence needs at least one token")
+        if prompt_lengths is not None and (
+                (prompt_lengths < 0) | (prompt_lengths >= lengths)).any():
+            raise InputError("a prompt must leave at least one token of its sequence")
         starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+        kind = Output.TOKENS if tokens else Output.EMBEDDING
+        request = REQUEST.as_ctypes()
+        request.output, request.pooling, request.normalize, request.include_prompt = (
+            kind, Pooling.MODEL, 0, -1)
+        output = OUTPUT.as_ctypes()
         with self._lock:
             if not self._ctx:
                 raise EngineError("this backend is closed")
@@ -390,12 +456,17 @@ class NativeBackend:
                 last = first + 1
                 while last < n and starts[last + 1] - starts[first] <= self.max_tokens:
                     last += 1
-                out = result[first:last]
-                st = self._c.emb_context_encode(
-                    self._ctx, ids.ctypes.data + 4 * int(starts[first]),
-                    lengths.ctypes.data + 4 * first, last - first, Pooling.MODEL, 0,
-                    out.ctypes.data, out.size,
-                )
+                t0 = int(starts[first])
+                out = result[t0 : int(starts[last])] if tokens else result[first:last]
+                request.ids = ids.ctypes.data + 4 * t0
+                request.lengths = lengths.ctypes.data + 4 * first
+                request.n_seqs = last - first
+                request.type_ids = None if type_ids is None else type_ids.ctypes.data + 4 * t0
+                request.prompt_lengths = (None if prompt_lengths is None
+                                          else prompt_lengths.ctypes.data + 4 * first)
+                output.values, output.values_cap = out.ctypes.data, out.size
+                st = self._c.emb_context_run(self._ctx, ctypes.byref(request),
+                                             ctypes.byref(output))
                 if st != Status.OK:
                     self._raise(st, "encode")
                 first = last

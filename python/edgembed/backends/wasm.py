@@ -62,22 +62,27 @@ class WasmBackend:
         max_tokens: int = 2048,
         wasm_dir: Path | None = None,
         host: Any = None,
+        sha256: str | None = None,
     ) -> None:
         """Load ``bundle``: a path to a .emb file, or its bytes. ``threads`` is accepted for
         the Backend interface; this backend runs one thread. ``variant``: ``"relaxed"``,
         ``"simd128"`` or None (probe). ``max_tokens``: tokens per engine call (bigger batches
         are cut). ``host``: an instantiated module (a ``WasmHost``), e.g. one compiled
-        asynchronously in a browser; by default the module is found and instantiated here."""
+        asynchronously in a browser; by default the module is found and instantiated here.
+        ``sha256``: the bundle's digest as the model manifest records it, checked on the
+        bytes loaded (ChecksumMismatch when they differ)."""
         del threads
         if host is None:
             host = _open_host(wasm_dir, variant)
         self._host = host
         self.variant: str = host.variant
-        self._engine = Engine(host, bundle, max_tokens=max_tokens)
+        self._engine = Engine(host, bundle, max_tokens=max_tokens, sha256=sha256)
         e = self._engine
         self.dim, self.max_length, self.max_tokens = e.dim, e.max_length, e.max_tokens
         self.pooling, self.normalized_by_model = e.pooling, e.normalized_by_model
         self.bundle_version = e.bundle_version
+        self.hidden_dim, self.type_vocab_size = e.hidden_dim, e.type_vocab_size
+        self.include_prompt = e.include_prompt
 
     # ── the Backend interface ──
 
@@ -102,12 +107,22 @@ class WasmBackend:
         """Tokens each text costs the encoder (its full length when truncate is False)."""
         return self._engine.count_tokens(texts, truncate)
 
-    def encode(self, batch: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
-        """Pooled, not normalized vectors (n, dim) of a batch of id sequences (numpy)."""
+    def encode(
+        self,
+        batch: Sequence[Sequence[int]],
+        *,
+        type_ids: Sequence[Sequence[int]] | None = None,
+        prompt_lengths: Sequence[int] | None = None,
+    ) -> npt.NDArray[np.float32]:
+        """Pooled, not normalized vectors (n, dim) of a batch of id sequences (numpy).
+        ``type_ids``: one list of token types per sequence (sentence pairs); ``prompt_lengths``:
+        leading prompt tokens per sequence, left out of the pooling when the model's Pooling
+        module says include_prompt false."""
         import numpy as np
 
         result = np.zeros((len(batch), self.dim), dtype="<f4")
-        self._engine.encode_into(batch, result.data.cast("B"))
+        self._engine.encode_into(batch, result.data.cast("B"), type_ids=type_ids,
+                                 prompt_lengths=prompt_lengths)
         return result.astype(np.float32, copy=False)
 
     def encode_rows(self, batch: Sequence[Sequence[int]]) -> list[array[float]]:

@@ -179,10 +179,11 @@ def export_bundle(
 ) -> tuple[dict[str, object], Path]:
     """Write the C engine's int8 bundle (``<name>.int8.emb``) and record it in the manifest.
 
-    The bundle goes into the model's cache directory unless ``out`` names a file; its size
-    and sha256 are recorded in ``edgembed.json`` under ``bundles.int8`` either way.
+    The bundle goes into the model's cache directory unless ``out`` names a file; its size,
+    sha256 and format version are recorded in ``edgembed.json`` under ``bundles.int8`` either
+    way. A recorded bundle of another format version is rewritten.
     """
-    from .bundle import write_bundle
+    from .bundle import BUNDLE_VERSION, write_bundle
 
     pulled = pull(model)
     _require_exportable(pulled.spec)
@@ -195,6 +196,7 @@ def export_bundle(
     target = Path(out) if out is not None else model_dir / f"{stem}.int8.emb"
     entry = manifest.bundles.get("int8")
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
+            and entry.get("format_version") == BUNDLE_VERSION
             and target.is_file() and target.stat().st_size == entry.get("size")):
         return entry, target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -213,6 +215,7 @@ def export_bundle(
         "size": int(info["size"]),
         "sha256": str(info["sha256"]),
         "scheme": "int8-b32",
+        "format_version": BUNDLE_VERSION,
     }
     manifest.bundles["int8"] = record
     manifest.save(model_dir)

@@ -218,7 +218,14 @@ describe("Embedder.load sources and errors", () => {
     await assert.rejects(Embedder.load(bytes.slice(0, bytes.length - 4096)), (e) => e instanceof BundleError && /truncated/.test(e.message));
     const err = await Embedder.load(new TextEncoder().encode("x".repeat(5000))).catch((x) => x);
     assert.ok(err instanceof BundleError);
-    assert.match(err.message, /not an edgembed bundle.*versions 1 through 1/);
+    assert.match(err.message, /not an edgembed bundle.*versions 2 through 2/);
+    // an edited configuration value: the checksum covers the header too
+    const text = new TextDecoder("latin1").decode(bytes.subarray(0, 4096));
+    const at = text.indexOf('"n_heads":"12"');
+    assert.ok(at > 0);
+    const edited = bytes.slice();
+    edited[at + 12] = "6".charCodeAt(0);
+    await assert.rejects(Embedder.load(edited), (e) => e instanceof BundleError && /corrupt or was altered/.test(e.message));
     await assert.rejects(Embedder.load(new Uint8Array(0)), BundleError);
   });
 
