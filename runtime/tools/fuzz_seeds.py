@@ -1,8 +1,15 @@
 """Write the fuzzers' seed inputs into tests/fixtures/fuzz/{bundle,tokenizer}/.
 
-The bundle seed is a real bundle written by edgembed's writer from a tiny random BERT
-(C=32, 2 heads, F=64, 1 layer, 40-token vocabulary): small enough for a fuzzer to mutate.
-Run from the repository root:  python runtime/tools/fuzz_seeds.py
+The bundle seeds are real bundles written by edgembed's writer, small enough for a fuzzer to
+mutate: ``tiny.emb`` from a tiny random BERT directory (C=32, 2 heads, F=64, 1 layer, 40-token
+vocabulary), and from random canonical weights ``tiny-mpnet.emb`` (relative buckets, positions
+skipping padding, no token types, a ragged hidden size of 36, max pooling) and
+``tiny-modernbert.emb`` (rotary positions, pre-norm, GLU, no biases, a local layer, a final norm,
+Dense modules, prompts left out of the pooling), and ``nan-weights.emb`` (the MPNet seed with
+NaN and infinity among its weights). The checksum-skipping fuzz target reaches the
+configuration checks and the encoder of each. Run from the repository root:
+
+    .venv/bin/python runtime/tools/fuzz_seeds.py
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgembed.export.bundle import write_bundle
+from edgembed.export.bundle import BundleConfig, write_bundle, write_bundle_parts
+from edgembed.export.tokenizer_tables import tokenizer_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ = ROOT / "tests" / "fixtures" / "fuzz"
@@ -80,6 +88,9 @@ def tiny_hf_dir(d: Path, seed: int = 0) -> Path:
     }
     (d / "config.json").write_text(json.dumps(cfg))
     (d / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    from tokenizers import BertWordPieceTokenizer
+
+    BertWordPieceTokenizer(str(d / "vocab.txt"), lowercase=True).save(str(d / "tokenizer.json"))
 
     def n(*shape: int) -> np.ndarray:
         return rng.normal(0, 0.2, size=shape).astype(np.float32)
@@ -109,13 +120,72 @@ def tiny_hf_dir(d: Path, seed: int = 0) -> Path:
     return d
 
 
+def canonical_weights(cfg: BundleConfig, dense: tuple[int, ...], seed: int) -> dict:
+    """Random weights under the canonical names (docs/architectures.md) for ``cfg``."""
+    rng = np.random.default_rng(seed)
+    c, f = cfg.dim, cfg.ffn_dim
+
+    def n(*shape: int) -> np.ndarray:
+        return rng.normal(0, 0.2, size=shape).astype(np.float32)
+
+    w = {"embeddings.word": n(cfg.vocab_size, c), "embeddings.norm.weight": 1 + n(c),
+         "embeddings.norm.bias": n(c)}
+    if cfg.position == "absolute":
+        w["embeddings.position"] = n(cfg.max_positions, c)
+    if cfg.relative_buckets:
+        w["encoder.relative_bias"] = n(cfg.relative_buckets, cfg.n_heads)
+    up = 2 * f if cfg.ffn == "glu" else f
+    for layer in range(cfg.n_layers):
+        p = f"layers.{layer}."
+        for name, shape in (("attention.q", (c, c)), ("attention.k", (c, c)),
+                            ("attention.v", (c, c)), ("attention.o", (c, c)),
+                            ("ffn.up", (up, c)), ("ffn.down", (c, f))):
+            w[p + name + ".weight"], w[p + name + ".bias"] = n(*shape), n(shape[0])
+        for name in ("attention.norm", "ffn.norm"):
+            if not (cfg.norm == "pre" and layer == 0 and name == "attention.norm"):
+                w[p + name + ".weight"], w[p + name + ".bias"] = 1 + n(c), n(c)
+    if cfg.final_norm:
+        w["final_norm.weight"], w["final_norm.bias"] = 1 + n(c), n(c)
+    k = c
+    for i, e in enumerate(dense):
+        w[f"dense.{i}.weight"], w[f"dense.{i}.bias"] = n(e, k), n(e)
+        k = e
+    return w
+
+
+FEATURE_SEEDS = {
+    "tiny-mpnet.emb": (BundleConfig(
+        name="tiny-mpnet", family="mpnet", dim=36, n_layers=1, n_heads=3, ffn_dim=40,
+        vocab_size=len(VOCAB), max_length=16, max_positions=18, position_offset=2,
+        position_pad_id=1, relative_buckets=32, type_vocab_size=0, activation="gelu_tanh",
+        pooling="max"), ()),
+    "tiny-modernbert.emb": (BundleConfig(
+        name="tiny-modernbert", family="modernbert", dim=32, n_layers=2, n_heads=2, ffn_dim=40,
+        vocab_size=len(VOCAB), max_length=16, position="rotary", type_vocab_size=0,
+        norm="pre", norm_bias=False, attention_bias=False, ffn_bias=False, final_norm=True,
+        ffn="glu", layer_attention="gl", local_window=3, pooling="mean", include_prompt=False,
+        dense_activations=("tanh", "identity"), normalize=True), (24, 8)),
+}
+
+
 def main() -> None:
     (FUZZ / "bundle").mkdir(parents=True, exist_ok=True)
     (FUZZ / "tokenizer").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        write_bundle(
-            tiny_hf_dir(Path(tmp)), FUZZ / "bundle" / "tiny.emb", max_length=16, name="tiny"
-        )
+        hf = tiny_hf_dir(Path(tmp))
+        write_bundle(hf, FUZZ / "bundle" / "tiny.emb", max_length=16, name="tiny")
+        tok_meta, tok_tensors, _ = tokenizer_tables(hf)
+        for file, (cfg, dense) in FEATURE_SEEDS.items():
+            write_bundle_parts(FUZZ / "bundle" / file, cfg, canonical_weights(cfg, dense, 1),
+                               (tok_meta, tok_tensors))
+        # NaN and infinity among the weights (the case of crash-650254ae…, a format-1 file):
+        # every step must stay defined behaviour, whatever the values
+        cfg, dense = FEATURE_SEEDS["tiny-mpnet.emb"]
+        w = canonical_weights(cfg, dense, 2)
+        w["embeddings.position"][3, :5] = np.nan
+        w["layers.0.ffn.up.bias"][:3] = [np.inf, -np.inf, np.nan]
+        w["encoder.relative_bias"][0, 0] = np.nan
+        write_bundle_parts(FUZZ / "bundle" / "nan-weights.emb", cfg, w, (tok_meta, tok_tensors))
     texts = [
         "\x07The quick brown foxes!",
         "\x0fcaf\u00e9 \u4e2d\u6587 unaffable",
