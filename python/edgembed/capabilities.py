@@ -32,8 +32,8 @@ __all__ = [
 
 EXPORT_FAMILIES = frozenset(f.value for f in Family)  # the ONNX graph builder (export/graph.py)
 EXPORT_POOLINGS = frozenset(Pooling)  # every sentence-transformers mode, inside that graph
-ENGINE_FAMILIES = frozenset({Family.BERT.value})  # the C engine (export/bundle.py writes it)
-ENGINE_POOLINGS = frozenset({Pooling.MEAN, Pooling.CLS})
+ENGINE_FAMILIES = frozenset(f.value for f in Family)  # the C engine (export/bundle.py writes it)
+ENGINE_POOLINGS = frozenset(Pooling)  # every sentence-transformers mode (runtime/src/pooling.c)
 ENGINE_TOKENIZERS = frozenset({"wordpiece", "unigram", "bpe"})  # the engine's tokenizer stages
 TASKS = frozenset({Task.EMBEDDING})  # Embedder; the rerank and sparse APIs come later
 

@@ -63,24 +63,25 @@ class Model:
         bias = self.t.get(name + ".bias")
         if bias is not None:
             y = y + bias
-        return y[:, :n].astype(np.float32)
+        return np.asarray(y[:, :n], dtype=np.float32)
 
     def norm(self, x: F32, name: str) -> F32:
         mean = x.mean(1, keepdims=True)
         var = ((x - mean) ** 2).mean(1, keepdims=True)
         y = (x - mean) / np.sqrt(var + self.eps) * self.t[name + ".weight"]
         bias = self.t.get(name + ".bias")
-        return (y + bias if bias is not None else y).astype(np.float32)
+        return np.asarray(y + bias if bias is not None else y, dtype=np.float32)
 
     def act(self, x: F32) -> F32:
         kind = self.m["activation"]
         if kind == "relu":
-            return np.maximum(x, 0).astype(np.float32)
+            return np.asarray(np.maximum(x, 0), dtype=np.float32)
         if kind == "gelu_tanh":
             x64 = x.astype(np.float64)
             inner = sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)
-            return (0.5 * x64 * (1 + np.tanh(inner))).astype(np.float32)
-        return np.vectorize(lambda v: 0.5 * v * (1 + erf(v / sqrt(2))))(x).astype(np.float32)
+            return np.asarray(0.5 * x64 * (1 + np.tanh(inner)), dtype=np.float32)
+        gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / sqrt(2))))
+        return np.asarray(gelu(x), dtype=np.float32)
 
     def embed(self, ids: list[int], types: list[int] | None) -> F32:
         m, t, c = self.m, self.t, self.c
@@ -126,7 +127,7 @@ class Model:
             s = np.where(far[None], -np.inf, s)
         s = np.exp(s - s.max(-1, keepdims=True))
         a = (s / s.sum(-1, keepdims=True)) @ v
-        return a.transpose(1, 0, 2).reshape(n, c).astype(np.float32)
+        return np.asarray(a.transpose(1, 0, 2).reshape(n, c), dtype=np.float32)
 
     def tokens(self, ids: list[int], types: list[int] | None = None) -> F32:
         """The last hidden states (n, C) of one sequence."""
@@ -176,7 +177,7 @@ class Model:
                 v = np.tanh(v)
         if normalize if normalize is not None else m["normalize"] == "true":
             v = v / np.linalg.norm(v)
-        return v.astype(np.float32)
+        return np.asarray(v, dtype=np.float32)
 
 
 # ── small random models ─────────────────────────────────────────────────────────────────────

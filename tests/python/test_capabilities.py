@@ -83,13 +83,15 @@ def test_export_families_are_what_the_reader_reads(tmp_path: Path) -> None:
 def test_engine_families_are_what_the_bundle_writer_accepts(
     tmp_path: Path, mpnet_hf_dir: Path,
 ) -> None:
-    from edgembed.export.bundle import _engine_description, write_bundle
+    from edgembed.export.bundle import bundle_config, write_bundle
+    from edgembed.model_dir import Family
 
-    assert {"bert"} == ENGINE_FAMILIES
+    # the writer maps every family the reader reads to the engine's features
+    assert {f.value for f in Family} == ENGINE_FAMILIES
     info = write_bundle(write_tiny_bert(tmp_path / "m"), tmp_path / "m.emb", max_length=32)
     assert info["size"] > 0
-    with pytest.raises(UnsupportedArchitecture, match="supports BERT encoders, not mpnet"):
-        _engine_description(mpnet_hf_dir)  # what the writer checks after the tokenizer
+    mpnet = bundle_config(read_model_dir(mpnet_hf_dir))  # what the writer checks first
+    assert (mpnet.family, mpnet.relative_buckets, mpnet.position_pad_id) == ("mpnet", 32, 1)
 
 
 def test_catalog_entries_agree_with_the_real_files(hf_model_dir: Path,
@@ -110,11 +112,8 @@ def test_what_catalog_models_wait_for() -> None:
     assert gaps(get_spec("all-minilm-l6-v2")) == ()
     assert gaps(get_spec("bge-small-en-v1.5")) == ()
     assert gaps(get_spec("paraphrase-multilingual-minilm-l12-v2")) == ()  # BERT + Unigram
-    e5 = gaps(get_spec("multilingual-e5-small"))
-    assert [str(g) for g in e5] == ["xlm-roberta models in the engine (backend 'onnx' runs it "
-                                    "now)"]
-    assert [g.engine_only for g in e5] == [True] and export_gaps(get_spec("all-mpnet-base-v2")) \
-        == ()
+    assert gaps(get_spec("multilingual-e5-small")) == ()  # XLM-RoBERTa + Unigram
+    assert export_gaps(get_spec("all-mpnet-base-v2")) == ()
     assert "the rerank API" in str(export_gaps(get_spec("ms-marco-minilm-l6-v2"))[0])
     assert "the sparse-embedding API" in str(export_gaps(get_spec("splade-tiny"))[0])
 

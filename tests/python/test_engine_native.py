@@ -20,7 +20,6 @@ import pytest
 
 from _engine_model import FEATURES, Model, random_model
 from edgembed.backends._abi import MODEL_INFO, OUTPUT, REQUEST, Status, declare
-from edgembed.export.bundle import write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 LIB = REPO / "build" / "native" / "libedgembed.so"
