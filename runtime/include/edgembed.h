@@ -64,7 +64,8 @@
  *        local_window      w: keys j with |i − j| <= w (ModernBERT: local_attention / 2); 0 when
  *                          no layer is 'l'
  *        pooling           "cls", "mean", "max", "lasttoken", "mean_sqrt_len_tokens" or
- *                          "weightedmean", as sentence-transformers' Pooling module
+ *                          "weightedmean", as sentence-transformers' Pooling module; several
+ *                          joined by '+' ("cls+mean") are concatenated in that order
  *        include_prompt    false: leading prompt tokens (a per-sequence count the caller passes
  *                          in emb_request.prompt_lengths) are left out of the pooling
  *        n_dense           sentence-transformers Dense modules after pooling, 0 .. 8
@@ -109,7 +110,8 @@
  *    layers.l.ffn.down         linear, N = C,  K = F
  *    layers.l.ffn.norm.weight (C) and .bias with norm_bias
  *    final_norm.weight (C) and .bias with norm_bias   when final_norm
- *    dense.<i>.weight          F32 (E_i, K_i)  K_0 = C, K_i = E_{i−1}; the embedding has E_{n−1}
+ *    dense.<i>.weight          F32 (E_i, K_i)  K_0 = C × the pooling modes, K_i = E_{i−1}; the
+ *                          embedding has E_{n−1} floats
  *    dense.<i>.bias            F32 (E_i)       optional (a Dense module without bias)
  *    tokenizer.vocab           U8  (bytes)  the tokens joined by '\n'; id = line index (wordpiece)
  *
@@ -257,7 +259,8 @@ EMB_ASSERT_SIZE(emb_model_info, 36);
 /* What is in the model and what a request may ask of it. All int32, in this order. */
 typedef struct emb_model_config {
     int32_t version;          /* bundle format version */
-    int32_t dim;              /* the embedding length: C, or the last Dense module's output */
+    int32_t dim;              /* the embedding length: C × the pooling modes, or the last Dense
+                                 module's output */
     int32_t hidden_dim;       /* C, the length of a token's hidden state (EMB_OUTPUT_TOKENS) */
     int32_t n_layers;         /* L */
     int32_t n_heads;          /* H */
@@ -265,7 +268,7 @@ typedef struct emb_model_config {
     int32_t vocab_size;       /* V */
     int32_t max_length;       /* tokens per sequence, special tokens included */
     int32_t type_vocab_size;  /* token types a request may give (0: none, type_ids must be NULL) */
-    int32_t pooling;          /* emb_pooling: the model's mode */
+    int32_t pooling;          /* emb_pooling: the model's mode (its first, when it concatenates several) */
     int32_t include_prompt;   /* 0: prompt tokens are left out of the pooling (prompt_lengths) */
     int32_t normalize;        /* 1 when the model's embeddings are L2-normalized */
     int32_t n_dense;          /* Dense modules after the pooling */
@@ -402,7 +405,9 @@ typedef struct emb_request {
                                        prompt included, as sentence-transformers counts them) */
     size_t n_seqs;                  /* S ≥ 1 */
     int32_t output;                 /* emb_output_kind */
-    int32_t pooling;                /* EMBEDDING: emb_pooling; EMB_POOLING_MODEL the model's */
+    int32_t pooling;                /* EMBEDDING: emb_pooling; EMB_POOLING_MODEL the model's (all
+                                       its modes concatenated); another mode alone gives (S, C),
+                                       refused for a model whose Dense modules take more */
     int32_t normalize;              /* EMBEDDING: < 0 the model's choice, 0 raw, > 0 L2-normalized */
     int32_t include_prompt;         /* EMBEDDING: < 0 the model's choice, 0 pool without the
                                        prompt tokens, > 0 with them */

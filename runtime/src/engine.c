@@ -147,6 +147,31 @@ static const char *const POOLING_NAMES[] = {"mean", "cls", "max", "lasttoken", "
 static const char *const ACT_NAMES[] = {"gelu", "gelu_tanh", "relu"};
 static const char *const DENSE_ACT_NAMES[] = {"identity", "tanh"};
 
+/* "pooling": one of POOLING_NAMES, or several joined by '+' (concatenated in that order), each once. */
+static emb_status pooling_modes(loader *ld, emb_config *cf) {
+    const emb_str *v = meta(ld, "pooling");
+    if (!v) return EMB_STATUS_CORRUPT;
+    cf->n_pool_modes = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= v->len; i++) {
+        if (i < v->len && v->ptr[i] != '+') continue;
+        emb_str part = {v->ptr + start, i - start};
+        int found = -1;
+        for (int m = 0; m < 6; m++) {
+            if (str_is(part, POOLING_NAMES[m])) found = m + 1;
+        }
+        if (found < 0) return part.len ? EMB_STATUS_UNSUPPORTED : EMB_STATUS_CORRUPT;
+        for (int32_t j = 0; j < cf->n_pool_modes; j++) {
+            if (cf->pool_modes[j] == found) return EMB_STATUS_CORRUPT;
+        }
+        if (cf->n_pool_modes == 6) return EMB_STATUS_CORRUPT;
+        cf->pool_modes[cf->n_pool_modes++] = found;
+        start = i + 1;
+    }
+    cf->pooling = cf->pool_modes[0];
+    return EMB_STATUS_OK;
+}
+
 static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_MAX_DENSE]) {
     emb_status s;
     int32_t choice;
@@ -178,10 +203,9 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
     static const char *const ffns[] = {"mlp", "glu"};
     if ((s = meta_choice(ld, "position", positions, 2, &cf->position)) || (s = meta_choice(ld, "norm", norms, 2, &cf->pre_norm)) ||
         (s = meta_choice(ld, "ffn", ffns, 2, &cf->glu)) || (s = meta_choice(ld, "activation", ACT_NAMES, 3, &cf->act)) ||
-        (s = meta_choice(ld, "pooling", POOLING_NAMES, 6, &choice))) {
+        (s = pooling_modes(ld, cf))) {
         return s;
     }
-    cf->pooling = choice + 1;
     for (int32_t i = 0; i < cf->n_dense; i++) {
         char key[48];
         if ((s = meta_choice(ld, name_of(key, sizeof key, "dense.", i, ".activation", ""), DENSE_ACT_NAMES, 2, &choice))) {
@@ -364,7 +388,8 @@ static emb_status load_weights(loader *ld, emb_model *m, const int32_t dense_act
     }
     if (cf->final_norm && (s = load_norm(ld, "final_norm", 0, cf, w->zeros, &w->final_w, &w->final_b))) return s;
 
-    int32_t k = cf->dim;
+    m->config.pooled_dim = cf->dim * cf->n_pool_modes;
+    int32_t k = m->config.pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) {
         char name[48];
         const emb_tensor *t = find(ld, name_of(name, sizeof name, "dense.", i, ".weight", ""));
@@ -537,7 +562,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     size_t t = max_tokens, cp = (size_t)cf->dim_p, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n, r = EMB_R;
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
     size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
-    size_t pool = (size_t)cf->dim;
+    size_t pool = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */
     uint64_t t64 = t, cp64 = cp, fp64 = fp, wr = (uint64_t)w * r, qx = sizeof(emb_qx);
@@ -656,27 +681,34 @@ emb_status emb_context_run(emb_context *ctx, const emb_request *rq, emb_output *
     emb_status s = check_request(ctx, rq, &total);
     if (s != EMB_STATUS_OK) return s;
     int tokens = rq->output == EMB_OUTPUT_TOKENS;
+    /* the pooling: the model's modes (concatenated), or the one the request names */
+    const int32_t *modes = cf->pool_modes;
+    int32_t n_modes = cf->n_pool_modes, one = rq->pooling;
+    if (rq->pooling != EMB_POOLING_MODEL) modes = &one, n_modes = 1;
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, pooled = c * (size_t)n_modes;
+    if (!tokens && cf->n_dense && pooled != (size_t)cf->pooled_dim) return EMB_STATUS_INVALID_ARGUMENT;
     out->n_rows = tokens ? total : rq->n_seqs;
-    out->row_size = tokens ? (size_t)cf->dim : (size_t)cf->out_dim;
+    out->row_size = tokens ? c : cf->n_dense ? (size_t)cf->out_dim : pooled;
     if (out->n_rows > out->values_cap / out->row_size) return EMB_STATUS_BUFFER_TOO_SMALL;
     if (!out->values) return EMB_STATUS_INVALID_ARGUMENT;
 
     emb_encoder_forward(ctx, rq->ids, rq->type_ids, rq->lengths, rq->n_seqs);
-    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, width = out->row_size;
     if (tokens) {
         for (size_t t = 0; t < total; t++) emb_memcpy(out->values + t * c, ctx->x + t * cp, sizeof(float) * c);
         return EMB_STATUS_OK;
     }
-    emb_pooling pool = rq->pooling == EMB_POOLING_MODEL ? (emb_pooling)cf->pooling : (emb_pooling)rq->pooling;
     int norm = rq->normalize < 0 ? cf->normalize : rq->normalize > 0;
     int include = rq->include_prompt < 0 ? cf->include_prompt : rq->include_prompt > 0;
     const int32_t *skip = include ? NULL : rq->prompt_lengths;
-    size_t t = 0, pool_floats = c;
+    size_t t = 0, width = out->row_size, pool_floats = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool_floats = max_size(pool_floats, (size_t)ctx->model->weights.dense[i].e);
     for (size_t q = 0; q < rq->n_seqs; q++) {
         float *v = ctx->pool;
-        emb_pool(ctx->x + t * cp, c, cp, rq->lengths + q, skip ? skip + q : NULL, 1, pool, v);
-        emb_dense_apply(&ctx->model->weights, cf->n_dense, v, c, v + pool_floats);
+        for (int32_t i = 0; i < n_modes; i++) {
+            emb_pool(ctx->x + t * cp, c, cp, rq->lengths + q, skip ? skip + q : NULL, 1, (emb_pooling)modes[i],
+                     v + (size_t)i * c);
+        }
+        emb_dense_apply(&ctx->model->weights, cf->n_dense, v, pooled, v + pool_floats);
         if (norm) emb_l2_normalize(v, width);
         emb_memcpy(out->values + q * width, v, sizeof(float) * width);
         t += (size_t)rq->lengths[q];

@@ -86,7 +86,10 @@ typedef struct emb_config {
     int32_t act;              /* emb_act of the FFN */
     int32_t final_norm;
     int32_t local_window;     /* sliding window half width w (|i - j| <= w); 0 when no layer is local */
-    int32_t pooling;          /* emb_pooling */
+    int32_t pooling;          /* emb_pooling: the first of pool_modes */
+    int32_t n_pool_modes;     /* modes concatenated, in the model's order (sentence-transformers) */
+    int32_t pool_modes[6];
+    int32_t pooled_dim;       /* C × n_pool_modes: the width before the Dense modules */
     int32_t include_prompt;
     int32_t normalize;
     int32_t n_dense;

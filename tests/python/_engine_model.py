@@ -163,12 +163,13 @@ class Model:
         out), Dense modules, L2 normalization."""
         m = self.m
         x = self.tokens(ids, types).astype(np.float64)
-        mode = pooling or m["pooling"]
         skip = prompt if m["include_prompt"] == "false" else 0
         xs, idx = x[skip:], np.arange(skip, len(ids))
-        v = {"cls": lambda: xs[0], "lasttoken": lambda: x[-1], "max": lambda: xs.max(0),
-             "mean": lambda: xs.mean(0), "mean_sqrt_len_tokens": lambda: xs.sum(0) / sqrt(len(xs)),
-             "weightedmean": lambda: (xs * (idx + 1)[:, None]).sum(0) / (idx + 1).sum()}[mode]()
+        pool = {"cls": lambda: xs[0], "lasttoken": lambda: x[-1], "max": lambda: xs.max(0),
+                "mean": lambda: xs.mean(0),
+                "mean_sqrt_len_tokens": lambda: xs.sum(0) / sqrt(len(xs)),
+                "weightedmean": lambda: (xs * (idx + 1)[:, None]).sum(0) / (idx + 1).sum()}
+        v = np.concatenate([pool[mode]() for mode in (pooling or m["pooling"]).split("+")])
         for i in range(int(m["n_dense"])):
             v = self.t[f"dense.{i}.weight"].astype(np.float64) @ v
             if f"dense.{i}.bias" in self.t:
@@ -219,7 +220,7 @@ def random_weights(cfg: BundleConfig, seed: int = 0, dense: tuple[int, ...] = ()
             w[p + name + ".bias"] = n(c, scale=0.1)
     if cfg.final_norm:
         w["final_norm.weight"], w["final_norm.bias"] = 1 + n(c, scale=0.1), n(c, scale=0.1)
-    k = c
+    k = c * len(cfg.pooling_modes)
     for i, e in enumerate(dense):
         w[f"dense.{i}.weight"], w[f"dense.{i}.bias"] = n(e, k, scale=1 / sqrt(k)), n(e, scale=0.1)
         k = e
@@ -268,6 +269,10 @@ FEATURES: dict[str, tuple[BundleConfig, tuple[int, ...]]] = {
     "dense-prompt": (_cfg("dense", include_prompt=False, pooling="mean_sqrt_len_tokens",
                           dense_activations=("tanh", "identity"), normalize=True), (24, 16)),
     "lasttoken": (_cfg("lasttoken", pooling="lasttoken", include_prompt=False), ()),
+    # several modes concatenated, in the model's order (sentence-transformers' torch.cat)
+    "cls-mean": (_cfg("cls-mean", pooling="cls+mean", include_prompt=False), ()),
+    "max-mean-dense": (_cfg("max-mean-dense", pooling="max+mean", dense_activations=("tanh",),
+                            normalize=True), (20,)),
 }
 
 

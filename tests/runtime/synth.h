@@ -306,6 +306,7 @@ static uint8_t *synth_bundle(const synth_spec *sp, size_t *size) {
     }
     if (sp->final_norm) sb_norm(&x, "final_norm", c, sp->norm_bias);
     long k = c;
+    for (const char *p = sp->pooling; *p; p++) k += *p == '+' ? c : 0;  /* concatenated modes */
     for (int i = 0; i < sp->n_dense; i++) {
         char name[48];
         long e = sp->dense_e[i], sh[2] = {e, k};

@@ -621,6 +621,22 @@ static void pool_double(const float *h, size_t n, size_t c, size_t skip, int mod
     }
 }
 
+/* The model's pooling modes (emb_pooling values) from the spec's "a+b" string. */
+static int spec_modes(const synth_spec *sp, int *modes) {
+    static const char *const names[] = {"mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean"};
+    int n = 0;
+    const char *p = sp->pooling;
+    while (*p) {
+        size_t len = strcspn(p, "+");
+        for (int m = 0; m < 6; m++) {
+            if (strlen(names[m]) == len && strncmp(p, names[m], len) == 0) modes[n++] = m + 1;
+        }
+        p += len;
+        if (*p == '+') p++;
+    }
+    return n;
+}
+
 typedef struct model_case {
     const char *what;
     synth_spec sp;
@@ -640,8 +656,10 @@ static void check_model(const model_case *mc) {
     emb_model_config cfg;
     emb_model_get_config(m, &cfg);
     size_t c = (size_t)cfg.hidden_dim, dim = (size_t)cfg.dim;
+    int modes[6], n_modes = spec_modes(sp, modes);
     CHECK(cfg.version == 2 && (int)c == sp->c && cfg.type_vocab_size == sp->types && cfg.include_prompt == sp->include_prompt &&
-              cfg.n_dense == sp->n_dense && cfg.head == EMB_HEAD_NONE && (sp->n_dense ? (int)dim == sp->dense_e[sp->n_dense - 1] : dim == c),
+              cfg.n_dense == sp->n_dense && cfg.head == EMB_HEAD_NONE && cfg.pooling == modes[0] &&
+              (sp->n_dense ? (int)dim == sp->dense_e[sp->n_dense - 1] : dim == c * (size_t)n_modes),
           "%s: config", mc->what);
 
     enum { NS = 10 };
@@ -715,7 +733,7 @@ static void check_model(const model_case *mc) {
     CHECK(st == EMB_STATUS_OK, "%s: tokens", mc->what);
     CHECK(run(ctx, ids, lens, NS, ty, NULL, EMB_OUTPUT_TOKENS, 0, 0, 1, tok, c * total - 1) == EMB_STATUS_BUFFER_TOO_SMALL,
           "%s: tokens need T x C floats", mc->what);
-    double *pd = malloc(sizeof(double) * (c > dim ? c : dim) * 2);
+    double *pd = malloc(sizeof(double) * (6 * c > dim ? 6 * c : dim) * 2);
     float *pf = malloc(sizeof(float) * c * NS);
     double worst = 0;
     for (int mode = EMB_POOLING_MEAN; mode <= EMB_POOLING_WEIGHTEDMEAN && !sp->n_dense; mode++) {
@@ -731,6 +749,26 @@ static void check_model(const model_case *mc) {
         }
     }
     CHECK(worst < 1e-5, "%s: pooling modes differ from a plain computation by %g", mc->what, worst);
+    if (n_modes > 1 && !sp->n_dense) {  /* the model's modes, concatenated in its order */
+        double worst_cat = 0;
+        size_t t0 = 0;
+        for (int s = 0; s < NS; s++) {
+            for (int i = 0; i < n_modes; i++) {
+                pool_double(tok + t0 * c, (size_t)lens[s], c, pr ? (size_t)prompts[s] : 0, modes[i], pd);
+                for (size_t j = 0; j < c; j++) {
+                    double v = want[(size_t)s * dim + (size_t)i * c + j];
+                    worst_cat = fmax(worst_cat, fabs(pd[j] - v) / (1.0 + fabs(pd[j])));
+                }
+            }
+            t0 += (size_t)lens[s];
+        }
+        CHECK(!cfg.normalize && worst_cat < 1e-5, "%s: concatenated modes differ by %g", mc->what, worst_cat);
+    }
+    if (n_modes > 1 && sp->n_dense) {  /* one mode alone cannot feed Dense modules made for several */
+        CHECK(run(ctx, ids, lens, NS, ty, pr, EMB_OUTPUT_EMBEDDING, EMB_POOLING_MEAN, -1, -1, got, dim * NS) ==
+                  EMB_STATUS_INVALID_ARGUMENT,
+              "%s: a single mode for Dense modules of several", mc->what);
+    }
 
     /* Dense modules: the pooled mean through them in double, against the engine */
     if (sp->n_dense) {
@@ -740,8 +778,11 @@ static void check_model(const model_case *mc) {
         for (int s = 0; s < NS; s++) {
             size_t t0 = 0;
             for (int q = 0; q < s; q++) t0 += (size_t)lens[q];
-            pool_double(tok + t0 * c, (size_t)lens[s], c, pr ? (size_t)prompts[s] : 0, cfg.pooling, pd);
-            size_t k = c;
+            for (int i = n_modes - 1; i >= 0; i--) {  /* the model's modes, concatenated */
+                pool_double(tok + t0 * c, (size_t)lens[s], c, pr ? (size_t)prompts[s] : 0, modes[i], pd);
+                if (i) memmove(pd + (size_t)i * c, pd, sizeof(double) * c);
+            }
+            size_t k = c * (size_t)n_modes;
             for (int i = 0; i < sp->n_dense; i++) {
                 char name[32];
                 snprintf(name, sizeof name, "dense.%d.weight", i);
@@ -749,7 +790,7 @@ static void check_model(const model_case *mc) {
                 snprintf(name, sizeof name, "dense.%d.bias", i);
                 const emb_tensor *bt = emb_bundle_tensor(&b, name);
                 size_t e = (size_t)sp->dense_e[i];
-                double *y = pd + (c > dim ? c : dim);
+                double *y = pd + (6 * c > dim ? 6 * c : dim);
                 for (size_t r = 0; r < e; r++) {
                     double acc = bt ? ((const float *)bt->data)[r] : 0.0;
                     for (size_t j = 0; j < k; j++) acc += (double)w[r * k + j] * pd[j];
@@ -813,7 +854,7 @@ static void check_model(const model_case *mc) {
 }
 
 static void test_features(void) {
-    model_case cases[12];
+    model_case cases[16];
     int n = 0;
     synth_spec s = synth_bert();
     cases[n++] = (model_case){"bert", s};
@@ -846,6 +887,11 @@ static void test_features(void) {
     s.include_prompt = 0, s.pooling = "lasttoken", s.normalize = 0, s.act = "relu";
     s.n_dense = 1, s.dense_e[0] = 7, s.dense_act[0] = "identity";
     cases[n++] = (model_case){"lasttoken", s};
+    s = synth_bert();  /* several modes concatenated: CLS and mean (sentence-transformers' order) */
+    s.pooling = "cls+mean", s.normalize = 0;
+    cases[n++] = (model_case){"cls+mean", s};
+    s.pooling = "max+mean+lasttoken", s.n_dense = 1, s.dense_e[0] = 10, s.dense_act[0] = "tanh", s.normalize = 1;
+    cases[n++] = (model_case){"three-modes-dense", s};
     for (int i = 0; i < n; i++) check_model(&cases[i]);
 }
 

@@ -121,7 +121,7 @@ class BundleConfig:
     activation: str = "gelu"
     layer_attention: str = ""
     local_window: int = 0
-    pooling: str = "mean"
+    pooling: str = "mean"                 # one of POOLING_MODES, or several joined by '+'
     include_prompt: bool = True
     dense_activations: tuple[str, ...] = ()
     normalize: bool = False
@@ -130,6 +130,11 @@ class BundleConfig:
     @property
     def head_dim(self) -> int:
         return self.dim // self.n_heads
+
+    @property
+    def pooling_modes(self) -> tuple[str, ...]:
+        """The pooling modes, concatenated in this order ("cls+mean": two)."""
+        return tuple(self.pooling.split("+"))
 
     @property
     def attention_pattern(self) -> str:
@@ -177,9 +182,11 @@ class BundleConfig:
         for key, value, choices in (("norm", self.norm, ("post", "pre")),
                                     ("ffn", self.ffn, ("mlp", "glu")),
                                     ("activation", self.activation, ACTIVATIONS),
-                                    ("pooling", self.pooling, POOLING_MODES)):
+                                    *(("pooling", m, POOLING_MODES) for m in self.pooling_modes)):
             if value not in choices:
                 raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
+        if len(set(self.pooling_modes)) != len(self.pooling_modes):
+            raise bad(f"pooling {self.pooling!r} names a mode twice")
         pattern = self.attention_pattern
         if len(pattern) != self.n_layers or set(pattern) - {"g", "l"}:
             raise bad(f"layer_attention {pattern!r} needs one 'g' or 'l' per layer")
@@ -353,7 +360,7 @@ def bundle_tensors(
         norm(src + "ffn.norm", dst + "ffn.norm")
     if cfg.final_norm:
         norm("final_norm", "final_norm")
-    k = c
+    k = c * len(cfg.pooling_modes)
     for i in range(len(cfg.dense_activations)):
         w = weights.get(f"dense.{i}.weight")
         if w is None or w.ndim != 2 or w.shape[1] != k:
@@ -442,11 +449,12 @@ class BundleHeader:
 
     @property
     def dim(self) -> int:
-        """The embedding length: the last Dense module's output, else the hidden size."""
+        """The embedding length: the last Dense module's output, else the hidden size times
+        the pooling modes."""
         n_dense = int(self.metadata.get("n_dense", "0"))
         if n_dense:
             return int(self.tensors[f"dense.{n_dense - 1}.weight"]["shape"][0])
-        return int(self.metadata["dim"])
+        return int(self.metadata["dim"]) * len(self.metadata.get("pooling", "mean").split("+"))
 
     @property
     def max_length(self) -> int:
@@ -570,7 +578,8 @@ def bundle_config(desc: ModelDescription, *, max_length: int | None = None,
         final_norm=enc.final_norm, ffn="glu" if enc.ffn_kind is FfnKind.GLU else "mlp",
         activation=act, layer_attention=pattern,
         local_window=enc.local_window // 2 if "l" in pattern else 0,
-        pooling=desc.pooling.mode.value, include_prompt=desc.pooling.include_prompt,
+        pooling="+".join(m.value for m in desc.pooling.modes),
+        include_prompt=desc.pooling.include_prompt,
         dense_activations=tuple(dense), normalize=desc.normalize,
     )
 
