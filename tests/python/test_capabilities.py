@@ -20,10 +20,8 @@ from edgembed import (
 )
 from edgembed.capabilities import (
     ENGINE_FAMILIES,
-    ENGINE_POOLINGS,
     ENGINE_TOKENIZERS,
     EXPORT_FAMILIES,
-    EXPORT_POOLINGS,
     export_gaps,
     gaps,
 )
@@ -139,28 +137,27 @@ def test_export_refuses_a_model_this_build_cannot_build(
 def test_what_only_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A BERT with max pooling (a mode the exporter builds and the engine does not):
+    """A BERT with the SiLU activation (one the exporter builds and the engine does not):
     onnxruntime runs it, the native backend says it cannot and what to use, auto picks onnx."""
     from edgembed.backends.native import native_available
 
-    assert Pooling.MAX in EXPORT_POOLINGS and Pooling.MAX not in ENGINE_POOLINGS
     monkeypatch.setenv("EDGEMBED_HOME", str(tmp_path / "home"))
-    d = write_tiny_bert(tmp_path / "max-bert")
-    pooling = json.loads((d / "1_Pooling" / "config.json").read_text())
-    pooling.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
-    (d / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    d = write_tiny_bert(tmp_path / "silu-bert")
+    config = json.loads((d / "config.json").read_text())
+    config.update(hidden_act="silu")
+    (d / "config.json").write_text(json.dumps(config))
     onnx = Embedder.load(str(d), backend="onnx")
     vectors = onnx.embed(["the quick brown fox", "hello world"])
-    assert vectors.shape == (2, 32) and onnx.manifest.pooling == "max"
+    assert vectors.shape == (2, 32)
     if native_available()[0]:
         with pytest.raises(BackendUnavailable) as err:
             Embedder.load(str(d), backend="native")
         text = str(err.value)
         assert text.startswith("backend 'native' runs the edgembed engine, which cannot run "
-                               "max-bert: ") and "not max" in text
+                               "silu-bert: ") and "not silu" in text
         assert text.endswith("backend='onnx'")
         auto = Embedder.load(str(d))
-        assert auto.backend == "onnx" and "not max" in auto.backend_reason
+        assert auto.backend == "onnx" and "not silu" in auto.backend_reason
         np.testing.assert_array_equal(auto.embed(["hello world"]), onnx.embed(["hello world"]))
 
 
@@ -172,13 +169,13 @@ def test_embed_models_says_what_each_entry_waits_for(
     assert main(["models"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line}
     assert lines["all-minilm-l6-v2"].endswith("wheel+hub   ready")
-    assert "backend onnx only; the engine backends wait for xlm-roberta models in the " \
-           "engine" in lines["multilingual-e5-small"]
+    assert lines["multilingual-e5-small"].endswith("ready; needs the hub")
     assert lines["ms-marco-minilm-l6-v2"].endswith("waits for the rerank API; needs the hub")
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
     e5 = rows["multilingual-e5-small"]
-    assert e5["needs_hub"] and e5["runs_on"] == ["onnx"] and e5["blocked_by"] == []
+    assert e5["needs_hub"] and e5["runs_on"] == ["onnx", "native", "wasm"]
+    assert e5["blocked_by"] == []
     assert e5["hub_repo"] == "intfloat/multilingual-e5-small" and not e5["pulled"]
     assert e5["prompts"] == {"query": "query: ", "document": "passage: "}
     assert rows["splade-tiny"]["runs_on"] == [] and not rows["splade-tiny"]["needs_hub"]
