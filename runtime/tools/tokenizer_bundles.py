@@ -12,43 +12,21 @@ them. Build outputs, never committed.
 
 from __future__ import annotations
 
-import json
-import struct
 import sys
-import zlib
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
 KINDS = ["xlmr-unigram", "unigram-byte-fallback", "roberta-bpe", "modernbert-bpe", "split-bpe"]
-_DTYPES = {np.dtype(np.uint8): "U8", np.dtype(np.int32): "I32", np.dtype(np.float64): "F64"}
 
 
 def bundle_bytes(meta: dict[str, str], tensors: list[tuple[str, Any]]) -> bytes:
-    """The bundle container (64-byte aligned tensors, CRC-32 of the data) around the tables."""
-    entries: dict[str, Any] = {}
-    chunks: list[bytes] = []
-    offset = 0
-    for name, arr in tensors:
-        pad = -offset % 64
-        if pad:
-            entries[f"__pad.{len(chunks)}"] = {"dtype": "U8", "shape": [pad],
-                                               "data_offsets": [offset, offset + pad]}
-            chunks.append(b"\0" * pad)
-            offset += pad
-        data = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes()
-        entries[name] = {"dtype": _DTYPES[arr.dtype], "shape": list(arr.shape),
-                         "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    region = b"".join(chunks)
-    meta = {"edgembed_bundle": "1", **meta, "data_crc32": f"{zlib.crc32(region):08x}"}
-    header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("ascii")
-    header += b" " * (-(8 + len(header)) % 64)
-    return struct.pack("<Q", len(header)) + header + region
+    """The bundle container (edgembed.export.bundle.bundle_container: 64-byte aligned tensors,
+    the CRC-32 of the whole file) around the tables."""
+    from edgembed.export.bundle import bundle_container
+
+    return b"".join(bundle_container(meta, tensors))
 
 
 def tokenizer_bundle(hf_dir: Path) -> tuple[bytes, int]:

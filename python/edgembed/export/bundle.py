@@ -377,16 +377,12 @@ def bundle_tensors(
 # ── the file ───────────────────────────────────────────────────────────────────────────────
 
 
-def write_bundle_parts(
-    out: Path,
-    cfg: BundleConfig,
-    weights: Mapping[str, npt.NDArray[Any]],
-    tokenizer: tuple[dict[str, str], Sequence[tuple[str, npt.NDArray[Any]]]],
-) -> dict[str, Any]:
-    """Write a bundle from its configuration, canonical weights and tokenizer tables
-    (``(metadata, tensors)`` as ``tokenizer_tables`` makes them). Returns the metadata strings
-    plus ``path``, ``size`` (bytes), ``sha256`` (of the whole file) and ``format_version``."""
-    tensors = bundle_tensors(cfg, weights) + list(tokenizer[1])
+def bundle_container(meta: Mapping[str, str], tensors: Sequence[tuple[str, npt.NDArray[Any]]]
+                     ) -> list[bytes]:
+    """The bundle container around metadata strings and tensors (runtime/include/edgembed.h):
+    the 8-byte header length, the JSON header (the version first, then ``crc32``, the CRC-32 of
+    the whole file with its own 8 digits read as zeros) padded so the data starts 64-aligned,
+    and the data region with every tensor 64-aligned. Returns ``[prefix, header, data]``."""
     dtypes = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.int8): "I8",
               np.dtype(np.uint8): "U8", np.dtype(np.float64): "F64"}
     entries: dict[str, Any] = {}
@@ -411,28 +407,43 @@ def write_bundle_parts(
         offset += len(data)
     data_region = b"".join(chunks)
 
-    meta = {"edgembed_bundle": str(BUNDLE_VERSION), "crc32": "00000000", **cfg.metadata(),
-            **tokenizer[0]}
-    header = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode("ascii")
+    head = {"edgembed_bundle": str(BUNDLE_VERSION), "crc32": "00000000"}
+    head.update((k, v) for k, v in meta.items() if k not in head)
+    header = json.dumps({"__metadata__": head, **entries}, separators=(",", ":")).encode("ascii")
     assert header.startswith(MAGIC_PREFIX) and header.count(_CRC_PLACEHOLDER) == 1
     header += b" " * (-(8 + len(header)) % ALIGN)
     prefix = struct.pack("<Q", len(header))
     crc = zlib.crc32(data_region, zlib.crc32(header, zlib.crc32(prefix))) & 0xFFFFFFFF
-    meta["crc32"] = f"{crc:08x}"
     header = header.replace(_CRC_PLACEHOLDER, f'"crc32":"{crc:08x}"'.encode("ascii"), 1)
+    return [prefix, header, data_region]
 
+
+def write_bundle_parts(
+    out: Path,
+    cfg: BundleConfig,
+    weights: Mapping[str, npt.NDArray[Any]],
+    tokenizer: tuple[dict[str, str], Sequence[tuple[str, npt.NDArray[Any]]]],
+) -> dict[str, Any]:
+    """Write a bundle from its configuration, canonical weights and tokenizer tables
+    (``(metadata, tensors)`` as ``tokenizer_tables`` makes them). Returns the metadata strings
+    plus ``path``, ``size`` (bytes), ``sha256`` (of the whole file) and ``format_version``."""
+    tensors = bundle_tensors(cfg, weights) + list(tokenizer[1])
+    meta = {"edgembed_bundle": str(BUNDLE_VERSION), "crc32": "00000000", **cfg.metadata(),
+            **tokenizer[0]}
+    parts = bundle_container(meta, tensors)
+    meta["crc32"] = parts[1][parts[1].index(b'"crc32":"') + 9:][:8].decode("ascii")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     digest = hashlib.sha256()
     with open(tmp, "wb") as fh:
-        for part in (prefix, header, data_region):
+        for part in parts:
             fh.write(part)
             digest.update(part)
     tmp.replace(out)
     return {
         **meta,
         "path": str(out),
-        "size": len(prefix) + len(header) + len(data_region),
+        "size": sum(len(p) for p in parts),
         "sha256": digest.hexdigest(),
         "format_version": BUNDLE_VERSION,
     }
