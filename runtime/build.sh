@@ -95,11 +95,8 @@ test_() {
   native
   asan
   real_model "${1:-}"
-  if [ ${#BUNDLES[@]} -eq 0 ]; then ./build/native/test_engine; fi
-  for bundle in "${BUNDLES[@]}"; do
-    echo "== test_engine $bundle"
-    ./build/native/test_engine "$bundle"
-  done
+  echo "== test_engine ${BUNDLES[*]}"
+  ./build/native/test_engine "${BUNDLES[@]}"
   ./build/native/test_tokenizer ${VOCAB:+"$VOCAB"}
   ./build/native/test_native
   echo "== under ASan/UBSan (without the real bundle: too slow there)"

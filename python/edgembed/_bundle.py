@@ -56,6 +56,7 @@ def _manifest_from_bundle(backend: WasmBackend, source: str) -> Manifest:
         max_length=backend.max_length,
         pooling=backend.pooling,
         normalize=backend.normalized_by_model,
+        include_prompt=backend.include_prompt,
         query_prefix=spec.query_prefix if spec else "",
         document_prefix=spec.document_prefix if spec else "",
         license=spec.license if spec else "",

@@ -180,10 +180,14 @@ class EngineTokenizer:
         return counts
 
     def prompt_length(self, prompt: str) -> int:
-        from .errors import BackendUnavailable
-
-        raise BackendUnavailable("the engine pools every token; a model that pools without "
-                                 "its prompt runs with backend='onnx'")
+        """``prompt_length`` below with the engine's tokenizer: the prompt alone, less a
+        closing special token of the template (the only tokens with the empty span (0, 0))."""
+        if not prompt:
+            return 0
+        tokens = self._backend.tokenize_offsets([prompt])[0]
+        last = tokens[-1] if tokens else None
+        closing = last is not None and len(tokens) > 1 and (last[1], last[2]) == (0, 0)
+        return len(tokens) - (1 if closing else 0)
 
 
 # --- long texts: tokenize a bounded prefix -----------------------------------------------------

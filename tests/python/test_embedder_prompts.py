@@ -17,7 +17,7 @@ import pytest
 
 from edgembed import Embedder
 from edgembed.cli import main
-from edgembed.errors import InputError, UnsupportedArchitecture
+from edgembed.errors import InputError
 from tiny_models import cosines, model_dir, reference, texts
 
 MIN_COSINE = 0.99999
@@ -152,14 +152,16 @@ def test_info_lists_prompts(home: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "family:      bert" in out and "pooling:     cls+mean" in out
 
 
-def test_engine_bundles_refuse_pooling_without_the_prompt(tmp_path: Path) -> None:
+def test_engine_bundles_record_pooling_without_the_prompt(tmp_path: Path) -> None:
+    """The bundle says include_prompt false and the engine reads it (its vectors without the
+    prompt are checked against sentence-transformers in test_engine_families.py)."""
     from conftest import link_model
-    from edgembed.export.bundle import write_bundle
+    from edgembed.export.bundle import read_bundle_header, write_bundle
 
     d = link_model(model_dir("bert-h48-mean"), tmp_path / "m", skip=("1_Pooling/config.json",))
     (d / "1_Pooling").mkdir(exist_ok=True)
     (d / "1_Pooling" / "config.json").write_text(json.dumps(
         {"pooling_mode": "mean", "include_prompt": False}))
-    with pytest.raises(UnsupportedArchitecture, match=r"without the prompt; run this model "
-                                                      r"with backend='onnx'"):
-        write_bundle(d, tmp_path / "m.emb")
+    info = write_bundle(d, tmp_path / "m.emb")
+    assert info["include_prompt"] == "false"
+    assert read_bundle_header(tmp_path / "m.emb").metadata["include_prompt"] == "false"

@@ -277,6 +277,7 @@ class NativeBackend:
         self.hidden_dim = int(self.config["hidden_dim"])
         self.type_vocab_size = int(self.config["type_vocab_size"])
         self.include_prompt = bool(self.config["include_prompt"])
+        self.takes_prompt_length = True  # encode(..., prompt_lengths=) leaves prompts out
 
         self.max_tokens = max(int(max_tokens), self.max_length)
         n_threads = threads if threads is not None else _default_threads()

@@ -83,6 +83,7 @@ class WasmBackend:
         self.bundle_version = e.bundle_version
         self.hidden_dim, self.type_vocab_size = e.hidden_dim, e.type_vocab_size
         self.include_prompt = e.include_prompt
+        self.takes_prompt_length = True  # encode(..., prompt_lengths=) leaves prompts out
 
     # ── the Backend interface ──
 
@@ -125,9 +126,10 @@ class WasmBackend:
                                  prompt_lengths=prompt_lengths)
         return result.astype(np.float32, copy=False)
 
-    def encode_rows(self, batch: Sequence[Sequence[int]]) -> list[array[float]]:
+    def encode_rows(self, batch: Sequence[Sequence[int]],
+                    prompt_lengths: Sequence[int] | None = None) -> list[array[float]]:
         """``encode`` without numpy: one ``array('f')`` of ``dim`` floats per sequence."""
-        return self._engine.encode_rows(batch)
+        return self._engine.encode_rows(batch, prompt_lengths=prompt_lengths)
 
     def close(self) -> None:
         """Free the engine's objects (the module goes with this object)."""

@@ -76,7 +76,7 @@ class ArrayOutput:
     def encode(self, backend: Any, batch: Sequence[Sequence[int]],
                prompt_lengths: Sequence[int] | None = None) -> FloatArray:
         out: FloatArray = (backend.encode(batch) if prompt_lengths is None
-                           else backend.encode(batch, prompt_lengths))
+                           else backend.encode(batch, prompt_lengths=prompt_lengths))
         return out
 
     def alloc(self, n: int, dim: int) -> FloatArray:

@@ -146,9 +146,8 @@ class RowOutput:
 
     def encode(self, backend: Any, batch: Sequence[Sequence[int]],
                prompt_lengths: Sequence[int] | None = None) -> list[array[float]]:
-        if prompt_lengths is not None:  # bundles never hold such models (the writer refuses)
-            raise ValueError("the engine pools every token; it cannot leave a prompt out")
-        rows: list[array[float]] = backend.encode_rows(batch)
+        rows: list[array[float]] = (backend.encode_rows(batch) if prompt_lengths is None
+                                    else backend.encode_rows(batch, prompt_lengths))
         return rows
 
     def alloc(self, n: int, dim: int) -> list[array[float]]:
