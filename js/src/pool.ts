@@ -18,12 +18,14 @@ import { compileVariant, importedMemoryLimits, sharedMemory, wasmBytes, type Var
 import { EngineSession } from "./session.js";
 import {
   asTexts,
-  DEFAULT_MAX_TOKENS,
   embedWith,
+  Prompts,
   resolveEmbedOptions,
   resolveEngine,
+  withPrompt,
   type EmbedOptions,
   type EngineOptions,
+  type PromptOptions,
 } from "./embedder.js";
 import { env, nodeBuiltin } from "./env.js";
 import { EmbedderDisposed, errorFromData, InputError, WorkerCrashed } from "./errors.js";
@@ -32,7 +34,7 @@ import type { FromWorker, ToWorker, WorkerInit } from "./worker.js";
 
 export type PoolMode = "shared" | "copy" | "in-process";
 
-export interface PoolOptions extends LoadOptions, EngineOptions {
+export interface PoolOptions extends LoadOptions, EngineOptions, PromptOptions {
   /** Number of workers (default: the host's cores, at most 4). */
   workers?: number;
   /** Share one copy of the weights between workers: default where the host allows it. */
@@ -99,6 +101,7 @@ export class EmbedderPool {
   private readonly shared: SharedState | null;
   private readonly local: EngineSession | null;
   private readonly chunkTexts: number | undefined;
+  private readonly prompts: Prompts;
   private readonly readyWaiters: { resolve(): void; reject(e: Error): void }[] = [];
   private initError: Error | null = null;
 
@@ -120,6 +123,7 @@ export class EmbedderPool {
     this.shared = args.shared;
     this.local = args.local;
     this.chunkTexts = args.options.chunkTexts;
+    this.prompts = new Prompts(args.options);
     if (this.mode !== "in-process") {
       for (let i = 0; i < args.size; i++) {
         const slot: Slot = { index: i, handle: null, ready: false, job: null, generation: 0, startFailures: 0 };
@@ -136,7 +140,8 @@ export class EmbedderPool {
   static async load(bundle: BundleSource, options: PoolOptions = {}): Promise<EmbedderPool> {
     const size = options.workers ?? Math.max(1, Math.min(env.cores, 4));
     if (!Number.isInteger(size) || size < 1) throw new InputError(`workers must be a positive integer, got ${size}`);
-    const maxTokens = options.maxTokens ?? DEFAULT_MAX_TOKENS;
+    const maxTokens = options.maxTokens; // undefined: each session's default for the model
+    new Prompts(options); // bad prompts fail before the bundle is fetched
     const bytes = await loadBytes(bundle, options);
 
     if (env.threads === "none") {
@@ -207,7 +212,7 @@ export class EmbedderPool {
   async embed(texts: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
     this.check();
     const list = asTexts(texts);
-    const resolved = resolveEmbedOptions(options, this.info.dim);
+    const resolved = resolveEmbedOptions(options, this.info.dim, this.prompts);
     if (this.local) return embedWith(this.local, list, resolved);
     if (list.length === 0) return [];
     const per = this.chunkTexts ?? Math.min(64, Math.max(1, Math.ceil(list.length / this.slots.length)));
@@ -218,10 +223,21 @@ export class EmbedderPool {
     return (await Promise.all(parts)).flat();
   }
 
-  /** Tokens per text after truncation (for the adaptive batcher). */
-  async countTokens(texts: readonly string[]): Promise<number[]> {
+  /** `embed` with the model's query prompt, unless `prefix` or `promptName` is given (Embedder.embedQuery). */
+  async embedQuery(texts: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+    return this.embed(texts, withPrompt(options, this.prompts.query));
+  }
+
+  /** `embed` with the model's document prompt, unless `prefix` or `promptName` is given (Embedder.embedDocument). */
+  async embedDocument(texts: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+    return this.embed(texts, withPrompt(options, this.prompts.document));
+  }
+
+  /** Tokens per text after truncation, its prompt included (for the adaptive batcher). */
+  async countTokens(texts: readonly string[], options: { prefix?: string; promptName?: string } = {}): Promise<number[]> {
     this.check();
-    const list = asTexts(texts);
+    const prompt = this.prompts.resolve(options.prefix, options.promptName);
+    const list = prompt ? asTexts(texts).map((t) => prompt + t) : asTexts(texts);
     if (this.local) return this.local.countTokens(list);
     if (this.shared) return this.shared.tokenizer.countTokens(list);
     return this.submit("count", list) as Promise<number[]>;

@@ -7,6 +7,9 @@ import { OUTPUT, POOLING, Status, type Pooling } from "./abi.js";
 import { EngineInstance, type ModelInfo, type Ptr } from "./bindings.js";
 import { InputError, InputTooLong } from "./errors.js";
 
+/** Tokens per engine call when a session is not told: this, or the model's max length if longer. */
+export const DEFAULT_MAX_TOKENS = 2048;
+
 /** One text's tokens: ids, and two UTF-16 offsets per token into the text (specials: 0, 0). */
 export interface TokenOffsets {
   ids: Int32Array;
@@ -48,12 +51,17 @@ export class EngineSession {
   private textCap = 0;
   private readonly encoder = new TextEncoder();
 
-  /** A session over `model`; with `ownsModel` the session frees the model (and its bundle copy) on dispose. */
-  constructor(instance: EngineInstance, model: Ptr, ownsModel: { bundle: number } | null, maxTokens: number) {
+  /**
+   * A session over `model`; with `ownsModel` the session frees the model (and its bundle copy) on
+   * dispose. `maxTokens` (tokens per engine call, all texts together): at least the model's max
+   * length; default DEFAULT_MAX_TOKENS, or the max length when that is longer.
+   */
+  constructor(instance: EngineInstance, model: Ptr, ownsModel: { bundle: number } | null, maxTokens?: number) {
     this.instance = instance;
     this.model = model;
     this.ownsModel = ownsModel;
     this.info = instance.modelInfo(model);
+    maxTokens ??= Math.max(DEFAULT_MAX_TOKENS, this.info.maxLength);
     if (!Number.isInteger(maxTokens) || maxTokens < this.info.maxLength) {
       throw new InputError(`maxTokens must be an integer of at least the model's max length (${this.info.maxLength}), got ${maxTokens}`);
     }
@@ -67,7 +75,7 @@ export class EngineSession {
   }
 
   /** Loads `bundle` into a fresh instance of `module` and opens a session on it. */
-  static async open(module: WebAssembly.Module, bundle: Uint8Array, maxTokens: number): Promise<EngineSession> {
+  static async open(module: WebAssembly.Module, bundle: Uint8Array, maxTokens?: number): Promise<EngineSession> {
     const instance = await EngineInstance.create(module);
     const { model, bundle: at } = instance.loadModel(bundle);
     return new EngineSession(instance, model, { bundle: at }, maxTokens);

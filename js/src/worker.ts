@@ -17,8 +17,8 @@ import { env, nodeBuiltin } from "./env.js";
 import { errorToData } from "./errors.js";
 
 export type WorkerInit =
-  | { mode: "shared"; module: WebAssembly.Module; memory: WebAssembly.Memory; model: number; stackTop: number; maxTokens: number }
-  | { mode: "copy"; module: WebAssembly.Module; bundle: Uint8Array; maxTokens: number };
+  | { mode: "shared"; module: WebAssembly.Module; memory: WebAssembly.Memory; model: number; stackTop: number; maxTokens?: number }
+  | { mode: "copy"; module: WebAssembly.Module; bundle: Uint8Array; maxTokens?: number };
 
 export type ToWorker =
   | ({ type: "init" } & WorkerInit)
