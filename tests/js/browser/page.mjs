@@ -70,7 +70,7 @@ window.runCases = async (manifest) => {
     out[c.name] = {
       name: e.name,
       raw: base64(pack(await e.embed(manifest.texts, { normalize: false }))),
-      normalized: base64(pack(await e.embed(manifest.texts))),
+      normalized: base64(pack(await e.embed(manifest.texts, { normalize: true }))),
     };
     e.dispose();
   }

@@ -21,7 +21,7 @@ describe("every architecture's bundle in this host", () => {
       try {
         assert.equal(e.name, c.name);
         const raw = await e.embed(texts, { normalize: false });
-        const normalized = await e.embed(texts);
+        const normalized = await e.embed(texts, { normalize: true });
         assert.equal(raw.length, texts.length);
         raw.forEach((v) => assert.equal(v.length, e.dim));
         // a text's vector is the same alone as among the others

@@ -58,7 +58,7 @@ async function embedCase(form) {
     const e = await Embedder.load(bytes, { engineModule: simd128 });
     try {
       const raw = await e.embed(texts, { normalize: false });
-      const normalized = await e.embed(texts);
+      const normalized = await e.embed(texts, { normalize: true });
       return Response.json({ name: e.name, variant: e.variant, raw: base64(pack(raw)), normalized: base64(pack(normalized)) });
     } finally {
       e.dispose();
