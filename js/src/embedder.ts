@@ -1,8 +1,9 @@
 /**
  * Embedder: one engine instance in this thread.
  *
- *   texts ─► (prefix) ─► engine: tokenize (normalizer, pre_tokenizer, wordpiece, post_processor)
- *         ─► encoder ─► pooling ─► L2 norm ─► (dimensions: cut, renormalize) ─► Float32Array per text
+ *   texts ─► (prompt) ─► engine: tokenize (normalizer, pre_tokenizer, wordpiece, post_processor)
+ *         ─► encoder ─► pooling (without the prompt's tokens if the model says so) ─► Dense
+ *         ─► L2 norm (as the model does) ─► (dimensions: cut, renormalize) ─► Float32Array per text
  */
 import { POOLING, type Pooling } from "./abi.js";
 import { EngineInstance, moduleImportsMemory, type ModelInfo } from "./bindings.js";
@@ -25,17 +26,97 @@ export interface EngineOptions {
   variant?: "auto" | "simd128" | "relaxed";
   /** Where the package's .wasm files are served, when a bundler moved them (default: dist/wasm/). */
   wasmBase?: string | URL;
-  /** Most tokens the engine encodes in one call (all texts together); default 2048. */
+  /**
+   * Most tokens the engine encodes in one call (all texts together), at least the model's max
+   * length; default 2048, or the model's max length when that is longer (ModernBERT: 8192).
+   */
   maxTokens?: number;
 }
 
-export interface EmbedderOptions extends LoadOptions, EngineOptions {}
+/**
+ * The model's prompts (sentence-transformers' `prompts` and `default_prompt_name` of
+ * config_sentence_transformers.json; `embed info MODEL --json` shows them). A bundle does not
+ * carry them: give them here to use `promptName`, `embedQuery` and `embedDocument`.
+ */
+export interface PromptOptions {
+  /** Prompt texts by name, e.g. `{ query: "query: ", passage: "passage: " }`. */
+  prompts?: Readonly<Record<string, string>>;
+  /** The prompt an embed call uses when it names none (one of `prompts`). */
+  defaultPromptName?: string | null;
+}
+
+export interface EmbedderOptions extends LoadOptions, EngineOptions, PromptOptions {}
+
+/** The names embedDocument looks for, in order (sentence-transformers' encode_document). */
+const DOCUMENT_PROMPTS = ["document", "passage", "corpus"] as const;
+
+/** Validated prompts of a model. */
+export class Prompts {
+  readonly byName: Readonly<Record<string, string>>;
+  readonly defaultName: string | null;
+
+  constructor(options: PromptOptions) {
+    const { prompts = {}, defaultPromptName = null } = options;
+    if (typeof prompts !== "object" || prompts === null || Array.isArray(prompts)) {
+      throw new InputError("prompts must be an object of prompt texts by name, e.g. { query: \"query: \" }");
+    }
+    for (const [name, text] of Object.entries(prompts)) {
+      if (typeof text !== "string") throw new InputError(`prompts.${name} is ${typeof text}, not a string`);
+    }
+    if (defaultPromptName !== null && !Object.hasOwn(prompts, defaultPromptName)) {
+      throw new InputError(`defaultPromptName ${JSON.stringify(defaultPromptName)} is not one of the prompts (${this.list(prompts)})`);
+    }
+    this.byName = Object.freeze({ ...prompts });
+    this.defaultName = defaultPromptName;
+  }
+
+  private list(prompts: Readonly<Record<string, string>>): string {
+    return Object.keys(prompts).join(", ") || "none given";
+  }
+
+  /**
+   * The text put before each text: `prefix` as given, the prompt called `promptName`, or (neither
+   * given) the default prompt — "" when there is none. As sentence-transformers' prompt= and
+   * prompt_name=, and edgembed's Python Embedder.prompt().
+   */
+  resolve(prefix: string | undefined, promptName: string | undefined): string {
+    if (prefix !== undefined && promptName !== undefined) throw new InputError("give prefix or promptName, not both");
+    if (prefix !== undefined) {
+      if (typeof prefix !== "string") throw new InputError("prefix must be a string");
+      return prefix;
+    }
+    if (promptName !== undefined) {
+      if (!Object.hasOwn(this.byName, promptName)) {
+        throw new InputError(`the model has no prompt named ${JSON.stringify(promptName)} (its prompts: ${this.list(this.byName)}); pass prompts to load()`);
+      }
+      return this.byName[promptName];
+    }
+    return this.defaultName === null ? "" : this.byName[this.defaultName];
+  }
+
+  /** The query prompt's text ("" without one): what embedQuery puts before each text. */
+  get query(): string {
+    return this.byName.query ?? "";
+  }
+
+  /** The first of the document, passage and corpus prompts ("" without one). */
+  get document(): string {
+    const name = DOCUMENT_PROMPTS.find((n) => Object.hasOwn(this.byName, n));
+    return name === undefined ? "" : this.byName[name];
+  }
+}
 
 export interface EmbedOptions {
-  /** L2-normalize each vector (default true). */
+  /** L2-normalize each vector; default: as the model does (its Normalize module, `info.normalize`). */
   normalize?: boolean;
-  /** Prepended to every text (e.g. "query: " for e5 models). */
+  /**
+   * The prompt text put before every text (e.g. "query: " for e5 models); "" for none, even when
+   * the model has a default prompt. A model whose pooling leaves the prompt out
+   * (`info.includePrompt` false) pools only the text's own tokens, as sentence-transformers does.
+   */
   prefix?: string;
+  /** One of the model's prompts by name (load's `prompts`), instead of `prefix`. */
+  promptName?: string;
   /** Keep only the first `dimensions` values (Matryoshka), renormalized when `normalize`. */
   dimensions?: number;
   /** Cut texts longer than the model's max length (default true); false throws InputTooLong. */
@@ -46,10 +127,11 @@ export interface EmbedOptions {
 
 export interface TokenizeOptions {
   truncate?: boolean;
+  /** As EmbedOptions: a prompt text, or one of the model's prompts by name; else the default prompt. */
   prefix?: string;
+  promptName?: string;
 }
 
-export const DEFAULT_MAX_TOKENS = 2048;
 
 /** Texts from a string or an array of strings, checked. */
 export function asTexts(texts: string | readonly string[]): string[] {
@@ -63,23 +145,43 @@ export function asTexts(texts: string | readonly string[]): string[] {
 
 /** Validated embed options, as the engine and finishVectors need them. */
 export interface ResolvedEmbedOptions {
-  normalize: boolean;
+  /** null: as the model does. */
+  normalize: boolean | null;
+  /** The prompt text (prefix, named or default prompt), "" for none. */
   prefix: string;
   dimensions: number | null;
   truncate: boolean;
   pooling: Pooling;
 }
 
-export function resolveEmbedOptions(options: EmbedOptions, dim: number): ResolvedEmbedOptions {
-  const { normalize = true, prefix = "", dimensions, truncate = true, pooling = "model" } = options;
+export function resolveEmbedOptions(options: EmbedOptions, dim: number, prompts: Prompts): ResolvedEmbedOptions {
+  const { normalize, dimensions, truncate = true, pooling = "model" } = options;
   if (dimensions !== undefined && dimensions !== null && !(Number.isInteger(dimensions) && dimensions >= 1 && dimensions <= dim)) {
     throw new InputError(`dimensions must be an integer from 1 to ${dim}, not ${String(dimensions)}`);
   }
   if (!Object.hasOwn(POOLING, pooling)) {
     throw new InputError(`pooling must be one of ${Object.keys(POOLING).map((k) => JSON.stringify(k)).join(", ")}, not ${JSON.stringify(pooling)}`);
   }
-  if (typeof prefix !== "string") throw new InputError("prefix must be a string");
-  return { normalize: Boolean(normalize), prefix, dimensions: dimensions ?? null, truncate: Boolean(truncate), pooling };
+  const prefix = prompts.resolve(options.prefix, options.promptName);
+  return {
+    normalize: normalize === undefined || normalize === null ? null : Boolean(normalize),
+    prefix,
+    dimensions: dimensions ?? null,
+    truncate: Boolean(truncate),
+    pooling,
+  };
+}
+
+/**
+ * How many leading tokens of `prompt + text` are the prompt's, as sentence-transformers counts
+ * them for pooling without the prompt: the prompt tokenized alone (its leading special token
+ * included), less the template's closing special token.
+ */
+export function promptLength(session: EngineSession, prompt: string): number {
+  if (!prompt) return 0;
+  const [ids, template] = session.tokenize([prompt, ""], true);
+  const closes = template.length > 0 && ids.length > 0 && ids[ids.length - 1] === template[template.length - 1];
+  return ids.length - (closes ? 1 : 0);
 }
 
 /**
@@ -88,20 +190,28 @@ export function resolveEmbedOptions(options: EmbedOptions, dim: number): Resolve
  */
 export function embedWith(session: EngineSession, texts: readonly string[], o: ResolvedEmbedOptions): Float32Array[] {
   const input = o.prefix ? texts.map((t) => o.prefix + t) : texts;
+  const skip = o.prefix && !session.info.includePrompt ? promptLength(session, o.prefix) : 0;
+  const base = { truncate: o.truncate, pooling: o.pooling, ...(skip ? { promptLengths: texts.map(() => skip) } : {}) };
+  const normalize = o.normalize ?? session.info.normalize;
   if (o.dimensions === null || o.dimensions === session.info.dim) {
-    return session.encode(input, { truncate: o.truncate, pooling: o.pooling, normalize: o.normalize ? 1 : 0 });
+    return session.encode(input, { ...base, normalize: o.normalize === null ? -1 : o.normalize ? 1 : 0 });
   }
-  const raw = session.encode(input, { truncate: o.truncate, pooling: o.pooling, normalize: 0 });
+  const raw = session.encode(input, { ...base, normalize: 0 });
   const d = o.dimensions;
   return raw.map((v) => {
     const cut = v.slice(0, d);
-    if (!o.normalize) return cut;
+    if (!normalize) return cut;
     let ss = 0;
     for (let i = 0; i < d; i++) ss += cut[i] * cut[i];
     const norm = Math.max(Math.sqrt(ss), 1e-12);
     for (let i = 0; i < d; i++) cut[i] = cut[i] / norm;
     return cut;
   });
+}
+
+/** `options` with `prompt` as its prefix, unless it names a prefix or a prompt itself. */
+export function withPrompt(options: EmbedOptions, prompt: string): EmbedOptions {
+  return options.prefix !== undefined || options.promptName !== undefined ? options : { ...options, prefix: prompt };
 }
 
 const registry = new FinalizationRegistry<EngineSession>((session) => session.dispose());
@@ -111,10 +221,12 @@ export class Embedder {
   /** Which engine build runs: "simd128" or "relaxed". */
   readonly variant: Variant;
   private session: EngineSession | null;
+  private readonly promptSet: Prompts;
 
-  private constructor(session: EngineSession, variant: Variant) {
+  private constructor(session: EngineSession, variant: Variant, prompts: Prompts) {
     this.session = session;
     this.variant = variant;
+    this.promptSet = prompts;
     registry.register(this, session, this);
   }
 
@@ -123,9 +235,10 @@ export class Embedder {
    * engine. See EmbedderOptions for integrity, progress, caching and the engine module.
    */
   static async load(bundle: BundleSource, options: EmbedderOptions = {}): Promise<Embedder> {
+    const prompts = new Prompts(options);
     const [engine, bytes] = await Promise.all([resolveEngine(options), loadBytes(bundle, options)]);
-    const session = await EngineSession.open(engine.module, bytes, options.maxTokens ?? DEFAULT_MAX_TOKENS);
-    return new Embedder(session, engine.variant);
+    const session = await EngineSession.open(engine.module, bytes, options.maxTokens);
+    return new Embedder(session, engine.variant, prompts);
   }
 
   private get s(): EngineSession {
@@ -157,6 +270,21 @@ export class Embedder {
     return this.s.meta(key);
   }
 
+  /** The model's prompts by name, as given to load. */
+  get prompts(): Readonly<Record<string, string>> {
+    return this.promptSet.byName;
+  }
+
+  /** The prompt used when a call names none, or null. */
+  get defaultPromptName(): string | null {
+    return this.promptSet.defaultName;
+  }
+
+  /** The text an embed call puts before each text, for these options ("" for none). */
+  prompt(options: { prefix?: string; promptName?: string } = {}): string {
+    return this.promptSet.resolve(options.prefix, options.promptName);
+  }
+
   /** One Float32Array per text, in order. A string counts as one text. */
   async embed(texts: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
     return this.embedSync(texts, options);
@@ -165,30 +293,46 @@ export class Embedder {
   /** `embed` without the promise: blocks this thread while the engine runs. */
   embedSync(texts: string | readonly string[], options: EmbedOptions = {}): Float32Array[] {
     const list = asTexts(texts);
-    return embedWith(this.s, list, resolveEmbedOptions(options, this.s.info.dim));
+    return embedWith(this.s, list, resolveEmbedOptions(options, this.s.info.dim, this.promptSet));
   }
 
-  /** Token ids of each text, [CLS] … [SEP]. */
-  tokenize(texts: string | readonly string[], options: TokenizeOptions = {}): Int32Array[] {
+  /**
+   * `embed` with the model's query prompt (e5-style "query: "; none for most models), unless
+   * `prefix` or `promptName` is given. As sentence-transformers' encode_query.
+   */
+  async embedQuery(texts: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+    return this.embedSync(texts, withPrompt(options, this.promptSet.query));
+  }
+
+  /** `embed` with the model's document prompt (the first of document, passage, corpus), unless `prefix` or `promptName` is given. */
+  async embedDocument(texts: string | readonly string[], options: EmbedOptions = {}): Promise<Float32Array[]> {
+    return this.embedSync(texts, withPrompt(options, this.promptSet.document));
+  }
+
+  private withPromptText(texts: string | readonly string[], options: TokenizeOptions): string[] {
     const list = asTexts(texts);
-    const input = options.prefix ? list.map((t) => options.prefix + t) : list;
-    return this.s.tokenize(input, options.truncate ?? true);
+    const prompt = this.promptSet.resolve(options.prefix, options.promptName);
+    return prompt ? list.map((t) => prompt + t) : list;
+  }
+
+  /** Token ids of each text, [CLS] … [SEP], its prompt included (as EmbedOptions: prefix, promptName, else the default prompt). */
+  tokenize(texts: string | readonly string[], options: TokenizeOptions = {}): Int32Array[] {
+    return this.s.tokenize(this.withPromptText(texts, options), options.truncate ?? true);
   }
 
   /**
    * Token ids of each text with each token's place in it: `offsets` holds two UTF-16 offsets per
    * token, `text.slice(offsets[2i], offsets[2i + 1])` (Hugging Face tokenizers' offsets; the
-   * special tokens have 0, 0). With a prefix the offsets are into prefix + text.
+   * special tokens have 0, 0). With a prompt (a prefix, a named or the default prompt) the
+   * offsets are into prompt + text.
    */
   tokenizeWithOffsets(texts: string | readonly string[], options: TokenizeOptions = {}): TokenOffsets[] {
-    const list = asTexts(texts);
-    const input = options.prefix ? list.map((t) => options.prefix + t) : list;
-    return this.s.tokenizeWithOffsets(input, options.truncate ?? true);
+    return this.s.tokenizeWithOffsets(this.withPromptText(texts, options), options.truncate ?? true);
   }
 
-  /** Tokens per text after truncation (what the adaptive batcher budgets). */
-  countTokens(texts: readonly string[]): number[] {
-    return this.s.countTokens(asTexts(texts));
+  /** Tokens per text after truncation, its prompt included (what the adaptive batcher budgets). */
+  countTokens(texts: readonly string[], options: Omit<TokenizeOptions, "truncate"> = {}): number[] {
+    return this.s.countTokens(this.withPromptText(texts, options));
   }
 
   /** Frees the engine's memory now; the Embedder cannot be used afterwards. */

@@ -11,7 +11,7 @@
  *   errors            EdgembedError and its subclasses
  */
 export { Embedder } from "./embedder.js";
-export type { EmbedOptions, EmbedderOptions, EngineOptions, TokenizeOptions } from "./embedder.js";
+export type { EmbedOptions, EmbedderOptions, EngineOptions, PromptOptions, TokenizeOptions } from "./embedder.js";
 export type { TokenOffsets } from "./session.js";
 export { EmbedderPool } from "./pool.js";
 export type { PoolMode, PoolOptions } from "./pool.js";

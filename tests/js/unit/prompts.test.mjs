@@ -1,0 +1,156 @@
+// The model's own choices in this host: prompts (promptName, the default prompt, embedQuery and
+// embedDocument, against sentence-transformers' encode_query / encode_document), normalization as
+// the model does, and the context sized for a model's max length. The tiny random-weight models
+// of tests/fixtures/models/ (their bundles: build/js/, written by tests/fixtures/write_bundles.py;
+// their sentence-transformers vectors: tests/fixtures/reference/tiny/, models/tiny/).
+import assert from "node:assert/strict";
+import path from "node:path";
+import { describe, test } from "node:test";
+import { BUNDLE, ROOT, bitsEqual, cosine, crossHostCases, pkg, readJson } from "../helpers.mjs";
+
+const { Embedder, EmbedderPool, InputError } = pkg;
+const { cases } = crossHostCases();
+
+function bundleOf(name) {
+  const c = cases.find((x) => x.name === name);
+  assert.ok(c, `${name} is not a cross-host case (tests/fixtures/write_bundles.py)`);
+  return path.join(ROOT, c.bundle);
+}
+
+/** sentence-transformers' vectors of a tiny model: set name -> Float32Array rows. */
+function referenceSets(name) {
+  const ref = readJson(`tests/fixtures/reference/tiny/${name}.json`);
+  const sets = {};
+  for (const [key, entry] of Object.entries(ref.sets)) {
+    const bytes = Buffer.from(entry.vectors, "base64");
+    const flat = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+    sets[key] = Array.from({ length: entry.texts }, (_, i) => flat.subarray(i * ref.dim, (i + 1) * ref.dim));
+  }
+  return sets;
+}
+
+function minCosine(got, want) {
+  return Math.min(...got.map((v, i) => cosine(v, want[i])));
+}
+
+const corpus = readJson("tests/fixtures/reference/corpus.json");
+const XLMR = "xlm-roberta-mean-prompts";
+// the model's own config_sentence_transformers.json: { query: "query: ", passage: "passage: " }
+const st = readJson(`tests/fixtures/models/${XLMR}/config_sentence_transformers.json`);
+
+describe("prompts", () => {
+  test("embedQuery and embedDocument give sentence-transformers' encode_query / encode_document", async () => {
+    const e = await Embedder.load(bundleOf(XLMR), { variant: "simd128", prompts: st.prompts });
+    try {
+      assert.deepEqual(e.prompts, { query: "query: ", passage: "passage: " });
+      assert.equal(e.defaultPromptName, null);
+      assert.equal(e.info.includePrompt, true);
+      const sets = referenceSets(XLMR);
+      const texts = corpus.slice(0, sets.query.length);
+      const queries = await e.embedQuery(texts);
+      const documents = await e.embedDocument(texts);
+      // the int8 engine against fp32 sentence-transformers on random weights: min cosine measured
+      // 0.9988 (query) and 0.9994 (document) on 64 texts
+      assert.ok(minCosine(queries, sets.query) >= 0.99, `query: min cosine ${minCosine(queries, sets.query)}`);
+      assert.ok(minCosine(documents, sets.document) >= 0.99, `document: min cosine ${minCosine(documents, sets.document)}`);
+      // and the prompt matters: without it the vectors are sentence-transformers' plain ones
+      const plain = await e.embed(texts);
+      assert.ok(minCosine(plain, sets.default.slice(0, texts.length)) >= 0.99);
+      assert.ok(minCosine(queries, sets.default.slice(0, texts.length)) < 0.99, "the query prompt changes the vectors");
+
+      // a prompt that is pooled with the text is the text with the prompt before it
+      const byName = await e.embed(texts.slice(0, 8), { promptName: "passage" });
+      const manual = await e.embed(texts.slice(0, 8).map((t) => "passage: " + t));
+      byName.forEach((v, i) => assert.ok(bitsEqual(v, documents[i]) && bitsEqual(v, manual[i]), `text ${i}`));
+      assert.equal(e.prompt({ promptName: "query" }), "query: ");
+      assert.deepEqual(e.countTokens(["hello"], { promptName: "query" }), e.countTokens(["query: hello"]));
+      assert.deepEqual(Array.from(e.tokenize("hello", { promptName: "query" })[0]), Array.from(e.tokenize("query: hello")[0]));
+
+      await assert.rejects(e.embed("x", { promptName: "document" }), (err) => err instanceof InputError && /its prompts: query, passage/.test(err.message));
+      await assert.rejects(e.embed("x", { promptName: "query", prefix: "q: " }), (err) => err instanceof InputError && /not both/.test(err.message));
+    } finally {
+      e.dispose();
+    }
+  });
+
+  test("the default prompt applies when a call names none; prefix \"\" asks for none", async () => {
+    const e = await Embedder.load(bundleOf(XLMR), { variant: "simd128", prompts: st.prompts, defaultPromptName: "query" });
+    try {
+      const texts = corpus.slice(10, 14);
+      const [byDefault, query, none, manual] = await Promise.all([
+        e.embed(texts), e.embedQuery(texts), e.embed(texts, { prefix: "" }), e.embed(texts.map((t) => "query: " + t), { prefix: "" }),
+      ]);
+      byDefault.forEach((v, i) => assert.ok(bitsEqual(v, query[i]) && bitsEqual(v, manual[i])));
+      assert.ok(!bitsEqual(none[0], query[0]));
+      assert.equal(e.prompt(), "query: ");
+      assert.equal(e.prompt({ prefix: "" }), "");
+      // embedDocument uses its own prompt, not the default
+      const docs = await e.embedDocument(texts);
+      const passages = await e.embed(texts, { promptName: "passage" });
+      docs.forEach((v, i) => assert.ok(bitsEqual(v, passages[i])));
+    } finally {
+      e.dispose();
+    }
+  });
+
+  test("bad prompts are refused at load, before the bundle is read", async () => {
+    await assert.rejects(Embedder.load(BUNDLE, { prompts: { query: 3 } }), (err) => err instanceof InputError && /prompts.query is number/.test(err.message));
+    await assert.rejects(Embedder.load(BUNDLE, { prompts: ["query: "] }), InputError);
+    await assert.rejects(Embedder.load(BUNDLE, { prompts: { q: "q: " }, defaultPromptName: "query" }), (err) => err instanceof InputError && /not one of the prompts \(q\)/.test(err.message));
+    await assert.rejects(EmbedderPool.load(BUNDLE, { prompts: { q: 1 } }), InputError);
+  });
+
+  test("a model without prompts: embedQuery is embed", async () => {
+    const e = await Embedder.load(BUNDLE, { variant: "simd128" });
+    try {
+      const texts = corpus.slice(20, 24);
+      const [a, b] = await Promise.all([e.embedQuery(texts), e.embed(texts)]);
+      a.forEach((v, i) => assert.ok(bitsEqual(v, b[i])));
+      await assert.rejects(e.embed("x", { promptName: "query" }), (err) => err instanceof InputError && /its prompts: none given\); pass prompts to load/.test(err.message));
+    } finally {
+      e.dispose();
+    }
+  });
+});
+
+describe("the model's own choices", () => {
+  test("vectors are normalized as the model does: a model without a Normalize module is not", async () => {
+    const name = "bert-h40-cls-gelu-new";
+    const e = await Embedder.load(bundleOf(name), { variant: "simd128" });
+    try {
+      assert.equal(e.info.normalize, false);
+      assert.equal(e.info.pooling, "cls");
+      const texts = corpus.slice(0, 32);
+      const byDefault = await e.embed(texts);
+      const raw = await e.embed(texts, { normalize: false });
+      byDefault.forEach((v, i) => assert.ok(bitsEqual(v, raw[i]), `text ${i} is as the model gives it`));
+      assert.ok(byDefault.some((v) => Math.abs(Math.hypot(...v) - 1) > 0.01));
+      const unit = await e.embed(texts, { normalize: true });
+      unit.forEach((v) => assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-5));
+      // sentence-transformers' vectors, unnormalized as well (measured: min cosine 0.9982, norms
+      // within 1 % of theirs)
+      const want = referenceSets(name).default.slice(0, texts.length);
+      assert.ok(minCosine(byDefault, want) >= 0.99, `min cosine ${minCosine(byDefault, want)}`);
+      byDefault.forEach((v, i) => {
+        const ratio = Math.hypot(...v) / Math.hypot(...want[i]);
+        assert.ok(Math.abs(ratio - 1) < 0.05, `text ${i}: norm ${ratio} of sentence-transformers'`);
+      });
+    } finally {
+      e.dispose();
+    }
+  });
+
+  test("the engine's context takes the model's max length (ModernBERT: 8192 tokens) by default", async () => {
+    const e = await Embedder.load(bundleOf("modernbert-mean"), { variant: "simd128" });
+    try {
+      assert.equal(e.maxLength, 8192);
+      const long = corpus.slice(0, 90).join(" ");
+      assert.ok(e.countTokens([long])[0] > 2048);
+      const [v] = await e.embed([long]);
+      assert.equal(v.length, e.dim);
+    } finally {
+      e.dispose();
+    }
+    await assert.rejects(Embedder.load(bundleOf("modernbert-mean"), { maxTokens: 2048 }), (err) => err instanceof InputError && /at least the model's max length \(8192\)/.test(err.message));
+  });
+});
