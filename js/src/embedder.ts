@@ -198,6 +198,9 @@ export function embedWith(session: EngineSession, texts: readonly string[], o: R
   }
   const raw = session.encode(input, { ...base, normalize: 0 });
   const d = o.dimensions;
+  if (raw.length > 0 && raw[0].length < d) {
+    throw new InputError(`dimensions ${d} is more than the ${raw[0].length} values pooling "${o.pooling}" gives`);
+  }
   return raw.map((v) => {
     const cut = v.slice(0, d);
     if (!normalize) return cut;

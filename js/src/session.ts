@@ -177,7 +177,7 @@ export class EngineSession {
           p[j] = prompts[textIndex];
         });
       }
-      const [status] = this.instance.runRaw(this.ctx, {
+      const [status, , rowSize] = this.instance.runRaw(this.ctx, {
         ids: this.ids,
         lengths: this.lengths,
         nSeqs: pending.length,
@@ -190,9 +190,11 @@ export class EngineSession {
         valuesCap: pending.length * dim,
       });
       if (status !== Status.OK) this.instance.fail(status, "the engine could not encode the batch");
-      const f32 = this.instance.f32s(this.out, pending.length * dim);
+      // rows are `dim` floats with the model's pooling; another pooling asked for gives its own
+      // width (a model that concatenates CLS and mean pools to C with "mean" alone)
+      const f32 = this.instance.f32s(this.out, pending.length * rowSize);
       pending.forEach((textIndex, j) => {
-        results[textIndex] = f32.slice(j * dim, (j + 1) * dim);
+        results[textIndex] = f32.slice(j * rowSize, (j + 1) * rowSize);
       });
       pending.length = 0;
       filled = 0;
