@@ -93,6 +93,53 @@ describe("prompts", () => {
     }
   });
 
+  test("a model that pools without its prompt leaves the prompt's tokens out, as sentence-transformers", async () => {
+    const name = "bert-prompts-mean-noprompt";
+    const own = readJson(`tests/fixtures/models/${name}/config_sentence_transformers.json`);
+    const e = await Embedder.load(bundleOf(name), { variant: "simd128", prompts: own.prompts });
+    try {
+      assert.equal(e.info.includePrompt, false);
+      const sets = referenceSets(name);
+      const texts = corpus.slice(0, sets.query.length);
+      const queries = await e.embedQuery(texts);
+      const documents = await e.embedDocument(texts);
+      // measured: min cosine 0.99972 (query) and 0.99969 (document) on 64 texts
+      assert.ok(minCosine(queries, sets.query) >= 0.999, `query: min cosine ${minCosine(queries, sets.query)}`);
+      assert.ok(minCosine(documents, sets.document) >= 0.999, `document: min cosine ${minCosine(documents, sets.document)}`);
+      // the same text with the prompt's tokens pooled is another vector (measured min 0.907)
+      const pooledWithPrompt = await e.embed(texts.map((t) => "query: " + t), { prefix: "" });
+      assert.ok(minCosine(pooledWithPrompt, sets.query) < 0.99);
+      const pool = await EmbedderPool.load(bundleOf(name), { workers: 2, prompts: own.prompts });
+      try {
+        const fromPool = await pool.embedQuery(texts.slice(0, 8));
+        fromPool.forEach((v, i) => assert.ok(bitsEqual(v, queries[i]), `pool text ${i}`));
+      } finally {
+        pool.dispose();
+      }
+    } finally {
+      e.dispose();
+    }
+  });
+
+  test("the model's default prompt applies as in sentence-transformers' encode", async () => {
+    const name = "bert-prompts-cls-mean-default"; // default_prompt_name "query"; CLS and mean concatenated
+    const own = readJson(`tests/fixtures/models/${name}/config_sentence_transformers.json`);
+    assert.equal(own.default_prompt_name, "query");
+    const e = await Embedder.load(bundleOf(name), { variant: "simd128", prompts: own.prompts, defaultPromptName: own.default_prompt_name });
+    try {
+      const texts = corpus.slice(0, 64);
+      const want = referenceSets(name).default.slice(0, texts.length); // encode(): the default prompt
+      const got = await e.embed(texts);
+      assert.equal(got[0].length, 64);
+      // measured: min cosine 0.99947
+      assert.ok(minCosine(got, want) >= 0.999, `min cosine ${minCosine(got, want)}`);
+      const without = await e.embed(texts, { prefix: "" });
+      assert.ok(minCosine(without, want) < minCosine(got, want), "without the prompt the vectors move away");
+    } finally {
+      e.dispose();
+    }
+  });
+
   test("bad prompts are refused at load, before the bundle is read", async () => {
     await assert.rejects(Embedder.load(BUNDLE, { prompts: { query: 3 } }), (err) => err instanceof InputError && /prompts.query is number/.test(err.message));
     await assert.rejects(Embedder.load(BUNDLE, { prompts: ["query: "] }), InputError);
@@ -135,6 +182,25 @@ describe("the model's own choices", () => {
         const ratio = Math.hypot(...v) / Math.hypot(...want[i]);
         assert.ok(Math.abs(ratio - 1) < 0.05, `text ${i}: norm ${ratio} of sentence-transformers'`);
       });
+    } finally {
+      e.dispose();
+    }
+  });
+
+  test("another pooling than the model's gives its own width (CLS and mean concatenated: each half)", async () => {
+    const e = await Embedder.load(bundleOf("bert-prompts-cls-mean-default"), { variant: "simd128" });
+    try {
+      assert.equal(e.dim, 64);
+      const texts = corpus.slice(30, 36);
+      const both = await e.embed(texts, { normalize: false, prefix: "" });
+      const cls = await e.embed(texts, { normalize: false, prefix: "", pooling: "cls" });
+      const mean = await e.embed(texts, { normalize: false, prefix: "", pooling: "mean" });
+      texts.forEach((_, i) => {
+        assert.equal(cls[i].length, 32);
+        assert.ok(bitsEqual(cls[i], both[i].subarray(0, 32)), `text ${i}: CLS is the first half`);
+        assert.ok(bitsEqual(mean[i], both[i].subarray(32)), `text ${i}: mean is the second half`);
+      });
+      await assert.rejects(e.embed(texts, { pooling: "mean", dimensions: 48 }), (err) => err instanceof InputError && /more than the 32 values/.test(err.message));
     } finally {
       e.dispose();
     }
