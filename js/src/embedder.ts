@@ -121,7 +121,10 @@ export interface EmbedOptions {
   dimensions?: number;
   /** Cut texts longer than the model's max length (default true); false throws InputTooLong. */
   truncate?: boolean;
-  /** Pooling: the bundle's own ("model", default), or a mode of sentence-transformers the engine runs ("mean", "cls"). */
+  /**
+   * Pooling: the bundle's own ("model", default), or another mode of sentence-transformers the
+   * engine runs ("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean").
+   */
   pooling?: Pooling;
 }
 

@@ -4,6 +4,7 @@
 // of tests/fixtures/models/ (their bundles: build/js/, written by tests/fixtures/write_bundles.py;
 // their sentence-transformers vectors: tests/fixtures/reference/tiny/, models/tiny/).
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
 import { BUNDLE, ROOT, bitsEqual, cosine, crossHostCases, pkg, readJson } from "../helpers.mjs";
@@ -34,6 +35,7 @@ function minCosine(got, want) {
 }
 
 const corpus = readJson("tests/fixtures/reference/corpus.json");
+const readText = (rel) => fs.readFileSync(path.join(ROOT, rel), "utf8");
 const XLMR = "xlm-roberta-mean-prompts";
 // the model's own config_sentence_transformers.json: { query: "query: ", passage: "passage: " }
 const st = readJson(`tests/fixtures/models/${XLMR}/config_sentence_transformers.json`);
@@ -156,6 +158,29 @@ describe("prompts", () => {
       await assert.rejects(e.embed("x", { promptName: "query" }), (err) => err instanceof InputError && /its prompts: none given\); pass prompts to load/.test(err.message));
     } finally {
       e.dispose();
+    }
+  });
+});
+
+describe("docs/js.md", () => {
+  test("the prompts example runs as written (the tiny XLM-R bundle for multilingual-e5-small's)", async () => {
+    const doc = readText("docs/js.md");
+    const block = doc.match(/```js\n(const e5 = await Embedder\.load\("multilingual-e5-small\.emb"[\s\S]*?)```/);
+    assert.ok(block, "docs/js.md has the e5 prompts example");
+    const code = block[1].replace('"multilingual-e5-small.emb"', "bundle");
+    const AsyncFunction = (async () => {}).constructor;
+    const run = new AsyncFunction("Embedder", "bundle", `${code}\nreturn { e5, q, docs, same, plain };`);
+    const { e5, q, docs, same, plain } = await run(Embedder, bundleOf(XLMR));
+    try {
+      const text = "how are rerankers trained?";
+      assert.ok(bitsEqual(q, same), "embedQuery and promptName: \"query\" give the same bits");
+      assert.ok(bitsEqual(q, (await e5.embed("query: " + text, { prefix: "" }))[0]));
+      assert.ok(bitsEqual(docs[0], (await e5.embed("passage: Cross-encoders read both texts at once."))[0]));
+      assert.ok(bitsEqual(plain, (await e5.embed(text, { prefix: "" }))[0]));
+      assert.ok(!bitsEqual(plain, q), "the prompt changes the vector");
+      assert.equal(e5.prompt({ promptName: "document" }), "passage: ");
+    } finally {
+      e5.dispose();
     }
   });
 });
