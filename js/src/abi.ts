@@ -59,6 +59,22 @@ export function poolingName(code: number): Exclude<Pooling, "model"> {
 export const OUTPUT = Object.freeze({
   embedding: 0,
   tokens: 1,
+  scores: 2,
+  sparse: 3,
+} as const);
+
+/** emb_head: what a model ends with beyond the encoder (emb_model_config.head). */
+export const HEAD = Object.freeze({
+  none: 0,
+  classifier: 1,
+  mlm: 2,
+} as const);
+
+/** emb_sparse_pooling: how the sparse output folds a sequence's token rows into one. */
+export const SPARSE_POOLING = Object.freeze({
+  model: 0,
+  max: 1,
+  sum: 2,
 } as const);
 
 /** What emb_kernels_wasm() returns (EMB_KERNELS_* of runtime/src/kernels.h). */
@@ -76,9 +92,9 @@ export const WASM_KERNELS: Readonly<Record<number, string>> = Object.freeze({
  */
 export const STRUCT_FIELDS = Object.freeze({
   emb_model_info: ["dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_length", "pooling", "normalize", "version"],
-  emb_model_config: ["version", "dim", "hidden_dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_length", "type_vocab_size", "pooling", "include_prompt", "normalize", "n_dense", "head"],
-  emb_request: ["ids", "lengths", "type_ids", "prompt_lengths", "n_seqs", "output", "pooling", "normalize", "include_prompt"],
-  emb_output: ["values", "values_cap", "n_rows", "row_size"],
+  emb_model_config: ["version", "dim", "hidden_dim", "n_layers", "n_heads", "ffn_dim", "vocab_size", "max_length", "type_vocab_size", "pooling", "include_prompt", "normalize", "n_dense", "head", "n_labels", "sparse_pooling"],
+  emb_request: ["ids", "lengths", "type_ids", "prompt_lengths", "n_seqs", "output", "pooling", "normalize", "include_prompt", "top_k", "per_token"],
+  emb_output: ["values", "values_cap", "n_rows", "row_size", "indices"],
 } as const);
 
 export type StructName = keyof typeof STRUCT_FIELDS;

@@ -71,7 +71,17 @@
  *        n_dense           sentence-transformers Dense modules after pooling, 0 .. 8
  *        dense.<i>.activation   "identity" or "tanh"      (when i < n_dense)
  *        normalize         the model ends with a Normalize module (L2)
- *        head              "none" (the encoder's pooled embedding is the output)
+ *        head              "none" (the pooled embedding), "classifier" (a sequence
+ *                          classification head: rerankers) or "mlm" (a masked-LM head: SPLADE)
+ *        n_labels          logits per sequence                          (head "classifier")
+ *        classifier.pooling     "cls" (the first token) or "mean" (every token) (head "classifier")
+ *        classifier.activation  after classifier.dense: "tanh" (BERT's pooler, RoBERTa), "relu"
+ *                          (DistilBERT), "gelu", "gelu_tanh" (ModernBERT) or "identity"
+ *        classifier.score_activation  what a cross-encoder applies to the logits ("identity",
+ *                          "sigmoid", "tanh", …): informational, the engine returns logits
+ *        mlm.activation    after mlm.transform: "gelu", "gelu_tanh" or "relu"  (head "mlm")
+ *        sparse.pooling    SPLADE over a sequence's tokens: "max" or "sum"      (head "mlm")
+ *        sparse.activation "relu": log(1 + relu(logit)); "log1p_relu": log(1 + that)
  *        quantization      "int8-block32"  (scheme below; docs/quantization.md)
  *        weight_layout     "n4k4"          (packing below)
  *        tokenizer         "wordpiece", "unigram" or "bpe" (their tables: below)
@@ -113,6 +123,13 @@
  *    dense.<i>.weight          F32 (E_i, K_i)  K_0 = C × the pooling modes, K_i = E_{i−1}; the
  *                          embedding has E_{n−1} floats
  *    dense.<i>.bias            F32 (E_i)       optional (a Dense module without bias)
+ *    classifier.dense.weight   F32 (C, C), .bias (C)   optional: BERT's pooler, RoBERTa's dense
+ *    classifier.norm.weight    F32 (C), .bias (C)      optional: ModernBERT's head norm
+ *    classifier.out.weight     F32 (n_labels, C), .bias (n_labels)   head "classifier"
+ *    mlm.transform             linear, N = C, K = C (its .bias optional)    head "mlm"
+ *    mlm.norm.weight           F32 (C), .bias (C)
+ *    mlm.decoder               linear, N = V, K = C (its .bias optional; a tied decoder is a
+ *                          copy of the word embeddings in this layout)
  *    tokenizer.vocab           U8  (bytes)  the tokens joined by '\n'; id = line index (wordpiece)
  *
  * Unigram and BPE tokenizers (written by python/edgembed/export/tokenizer_tables.py from
@@ -233,6 +250,13 @@ typedef enum emb_pooling {
     EMB_POOLING_WEIGHTEDMEAN = 6,   /* Σ (i+1)·x_i / Σ (i+1), i the token's index in its sequence */
 } emb_pooling;
 
+/* How EMB_OUTPUT_SPARSE folds a sequence's token rows into one (SPLADE's pooling_strategy). */
+typedef enum emb_sparse_pooling {
+    EMB_SPARSE_MODEL = 0,   /* the bundle's "sparse.pooling" */
+    EMB_SPARSE_MAX = 1,     /* the largest weight of each vocabulary entry over the tokens */
+    EMB_SPARSE_SUM = 2,     /* the sum of its weights, added in token order */
+} emb_sparse_pooling;
+
 /* The first description of a model, kept as it was for hosts written against it. */
 typedef struct emb_model_info {
     int32_t dim;            /* the length of one embedding (after any Dense module) */
@@ -273,6 +297,8 @@ typedef struct emb_model_config {
     int32_t normalize;        /* 1 when the model's embeddings are L2-normalized */
     int32_t n_dense;          /* Dense modules after the pooling */
     int32_t head;             /* emb_head */
+    int32_t n_labels;         /* EMB_HEAD_CLASSIFIER: logits per sequence (else 0) */
+    int32_t sparse_pooling;   /* EMB_HEAD_MLM: EMB_SPARSE_MAX or EMB_SPARSE_SUM (else 0) */
 } emb_model_config;
 EMB_ASSERT_FIELD(emb_model_config, version, 0);
 EMB_ASSERT_FIELD(emb_model_config, dim, 4);
@@ -288,11 +314,15 @@ EMB_ASSERT_FIELD(emb_model_config, include_prompt, 40);
 EMB_ASSERT_FIELD(emb_model_config, normalize, 44);
 EMB_ASSERT_FIELD(emb_model_config, n_dense, 48);
 EMB_ASSERT_FIELD(emb_model_config, head, 52);
-EMB_ASSERT_SIZE(emb_model_config, 56);
+EMB_ASSERT_FIELD(emb_model_config, n_labels, 56);
+EMB_ASSERT_FIELD(emb_model_config, sparse_pooling, 60);
+EMB_ASSERT_SIZE(emb_model_config, 64);
 
 /* What the model ends with beyond the encoder (the bundle's "head"). */
 typedef enum emb_head {
     EMB_HEAD_NONE = 0,        /* the pooled embedding */
+    EMB_HEAD_CLASSIFIER = 1,  /* n_labels logits per sequence (EMB_OUTPUT_SCORES) */
+    EMB_HEAD_MLM = 2,         /* vocabulary logits per token, SPLADE weights (EMB_OUTPUT_SPARSE) */
 } emb_head;
 
 /*
@@ -387,6 +417,10 @@ EMB_API const char *emb_kernels_available(void);
 typedef enum emb_output_kind {
     EMB_OUTPUT_EMBEDDING = 0,  /* per sequence: pooling, Dense modules, L2 → values (S, dim) */
     EMB_OUTPUT_TOKENS = 1,     /* per token: the encoder's last hidden states → values (T, hidden_dim) */
+    EMB_OUTPUT_SCORES = 2,     /* per sequence: the classification head's logits → values (S, n_labels) */
+    EMB_OUTPUT_SPARSE = 3,     /* per sequence (or per token): SPLADE weights of the vocabulary, from
+                                  the masked-LM head → values (rows, V), or with top_k the k largest
+                                  → values and indices (rows, top_k) */
 } emb_output_kind;
 
 /*
@@ -411,6 +445,11 @@ typedef struct emb_request {
     int32_t normalize;              /* EMBEDDING: < 0 the model's choice, 0 raw, > 0 L2-normalized */
     int32_t include_prompt;         /* EMBEDDING: < 0 the model's choice, 0 pool without the
                                        prompt tokens, > 0 with them */
+    int32_t top_k;                  /* SPARSE: 0 every weight (rows of V floats); k > 0 the k
+                                       largest of each row, by weight then lower id, the rest of
+                                       the row's k entries index −1 weight 0 */
+    int32_t per_token;              /* SPARSE: 0 one row per sequence, folded as pooling says
+                                       (an emb_sparse_pooling), 1 one row per token */
 } emb_request;
 EMB_ASSERT_FIELD(emb_request, ids, 0);
 EMB_ASSERT_FIELD(emb_request, lengths, sizeof(void *));
@@ -421,28 +460,34 @@ EMB_ASSERT_FIELD(emb_request, output, 5 * sizeof(void *));
 EMB_ASSERT_FIELD(emb_request, pooling, 5 * sizeof(void *) + 4);
 EMB_ASSERT_FIELD(emb_request, normalize, 5 * sizeof(void *) + 8);
 EMB_ASSERT_FIELD(emb_request, include_prompt, 5 * sizeof(void *) + 12);
-EMB_ASSERT_SIZE(emb_request, 5 * sizeof(void *) + 16);
+EMB_ASSERT_FIELD(emb_request, top_k, 5 * sizeof(void *) + 16);
+EMB_ASSERT_FIELD(emb_request, per_token, 5 * sizeof(void *) + 20);
+EMB_ASSERT_SIZE(emb_request, 5 * sizeof(void *) + 24);
 
 /* Where a call's results go (the caller's memory), and the shape of what it wrote. */
 typedef struct emb_output {
     float *values;                  /* the rows, back to back */
     size_t values_cap;              /* floats values can hold */
-    size_t n_rows;                  /* written: S (EMBEDDING) or T (TOKENS) */
-    size_t row_size;                /* written: floats per row, dim or hidden_dim */
+    size_t n_rows;                  /* written: S, or T (TOKENS, SPARSE per token) */
+    size_t row_size;                /* written: floats per row: dim, hidden_dim, n_labels, V or top_k */
+    int32_t *indices;               /* SPARSE with top_k: (rows, top_k) vocabulary ids, values_cap
+                                       of them; else unused (NULL) */
 } emb_output;
 EMB_ASSERT_FIELD(emb_output, values, 0);
 EMB_ASSERT_FIELD(emb_output, values_cap, sizeof(void *));
 EMB_ASSERT_FIELD(emb_output, n_rows, 2 * sizeof(void *));
 EMB_ASSERT_FIELD(emb_output, row_size, 3 * sizeof(void *));
-EMB_ASSERT_SIZE(emb_output, 4 * sizeof(void *));
+EMB_ASSERT_FIELD(emb_output, indices, 4 * sizeof(void *));
+EMB_ASSERT_SIZE(emb_output, 5 * sizeof(void *));
 
 /*
  * Runs one request. A sequence's result never depends on the other sequences of the call, the
  * kernel set or the thread count. Allocates nothing. Errors: INVALID_ARGUMENT (NULL pointers,
  * n_seqs 0, a length of 0, more tokens than the context holds, an id or type id out of range,
  * type ids for a model without token types, a prompt length ≥ its sequence's length, an
- * unknown option), TOO_LONG (a sequence over max_length), BUFFER_TOO_SMALL (values_cap too
- * small; n_rows and row_size then say what is needed).
+ * unknown option, SCORES without a classifier head, SPARSE without a masked-LM head or with
+ * top_k > 0 and no indices), TOO_LONG (a sequence over max_length), BUFFER_TOO_SMALL
+ * (values_cap too small; n_rows and row_size then say what is needed).
  */
 EMB_API emb_status emb_context_run(emb_context *ctx, const emb_request *request, emb_output *output);
 

@@ -178,10 +178,30 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
     meta(ld, "edgembed_bundle");  /* checked by the parser */
     meta(ld, "crc32");
     if (!meta(ld, "name") || !meta(ld, "family")) return EMB_STATUS_CORRUPT;
-    static const char *const int8[] = {"int8-block32"}, *const n4k4[] = {"n4k4"}, *const none[] = {"none"};
+    static const char *const int8[] = {"int8-block32"}, *const n4k4[] = {"n4k4"};
+    static const char *const heads[] = {"none", "classifier", "mlm"};
     if ((s = meta_choice(ld, "quantization", int8, 1, &choice)) || (s = meta_choice(ld, "weight_layout", n4k4, 1, &choice)) ||
-        (s = meta_choice(ld, "head", none, 1, &choice))) {
+        (s = meta_choice(ld, "head", heads, 3, &cf->head))) {
         return s;
+    }
+    if (cf->head == EMB_HEAD_CLASSIFIER) {
+        static const char *const pools[] = {"cls", "mean"};
+        static const char *const acts[] = {"gelu", "gelu_tanh", "relu", "tanh", "identity"};
+        if ((s = meta_int(ld, "n_labels", 1, 65536, &cf->n_labels)) ||
+            (s = meta_choice(ld, "classifier.pooling", pools, 2, &choice))) {
+            return s;
+        }
+        cf->cls_pooling = choice ? EMB_POOLING_MEAN : EMB_POOLING_CLS;
+        if ((s = meta_choice(ld, "classifier.activation", acts, 5, &cf->cls_act))) return s;  /* emb_act's order */
+        if (!meta(ld, "classifier.score_activation")) return EMB_STATUS_CORRUPT;  /* for hosts */
+    } else if (cf->head == EMB_HEAD_MLM) {
+        static const char *const pools[] = {"max", "sum"}, *const weights[] = {"relu", "log1p_relu"};
+        if ((s = meta_choice(ld, "mlm.activation", ACT_NAMES, 3, &cf->mlm_act)) ||
+            (s = meta_choice(ld, "sparse.pooling", pools, 2, &choice))) {
+            return s;
+        }
+        cf->sparse_pooling = choice ? EMB_SPARSE_SUM : EMB_SPARSE_MAX;
+        if ((s = meta_choice(ld, "sparse.activation", weights, 2, &cf->sparse_log1p2))) return s;
     }
     if ((s = meta_int(ld, "dim", 1, 16384, &cf->dim)) || (s = meta_int(ld, "n_layers", 1, 256, &cf->n_layers)) ||
         (s = meta_int(ld, "n_heads", 1, 256, &cf->n_heads)) || (s = meta_int(ld, "ffn_dim", 1, 65536, &cf->ffn_dim)) ||
@@ -323,6 +343,8 @@ static emb_status load_relative(loader *ld, emb_model *m) {
     return EMB_STATUS_OK;
 }
 
+static emb_status load_head(loader *ld, emb_model *m);
+
 static emb_status load_weights(loader *ld, emb_model *m, const int32_t dense_act[EMB_MAX_DENSE]) {
     const emb_config *cf = &m->config;
     emb_weights *w = &m->weights;
@@ -408,6 +430,50 @@ static emb_status load_weights(loader *ld, emb_model *m, const int32_t dense_act
         k = d->e;
     }
     m->config.out_dim = k;
+    return load_head(ld, m);
+}
+
+/* An optional F32 tensor of shape (d0) or (d0, d1): NULL when absent, *bad when present but wrong. */
+static const float *optional(loader *ld, const char *name, int64_t d0, int64_t d1, int *bad) {
+    if (!present(ld, name)) return NULL;
+    const float *t = tensor(ld, name, EMB_DTYPE_F32, d1 ? 2 : 1, d0, d1, 0, 0);
+    if (!t) *bad = 1;
+    return t;
+}
+
+static emb_status load_head(loader *ld, emb_model *m) {
+    const emb_config *cf = &m->config;
+    emb_head_weights *h = &m->weights.head;
+    int64_t c = cf->dim;
+    int bad = 0;
+    emb_status s;
+    if (cf->head == EMB_HEAD_CLASSIFIER) {
+        h->dense_w = optional(ld, "classifier.dense.weight", c, c, &bad);
+        h->dense_b = optional(ld, "classifier.dense.bias", c, 0, &bad);
+        h->norm_w = optional(ld, "classifier.norm.weight", c, 0, &bad);
+        h->norm_b = optional(ld, "classifier.norm.bias", c, 0, &bad);
+        h->out_w = optional(ld, "classifier.out.weight", cf->n_labels, c, &bad);
+        h->out_b = optional(ld, "classifier.out.bias", cf->n_labels, 0, &bad);
+        if (bad || !h->out_w || (h->dense_b && !h->dense_w) || (h->norm_b && !h->norm_w)) return EMB_STATUS_CORRUPT;
+        if (h->norm_w && !h->norm_b) h->norm_b = m->weights.zeros;
+    } else if (cf->head == EMB_HEAD_MLM) {
+        if ((s = load_linear(ld, "mlm.transform", cf->dim, cf->dim, present(ld, "mlm.transform.bias"), m->weights.zeros,
+                             &h->transform)) ||
+            (s = load_norm(ld, "mlm.norm", 0, cf, m->weights.zeros, &h->norm_w, &h->norm_b))) {
+            return s;
+        }
+        /* the decoder's bias may be as long as the vocabulary padded to 32: a zeros buffer that long */
+        size_t vp = emb_pad32((size_t)cf->vocab_size);
+        int with_bias = present(ld, "mlm.decoder.bias");
+        const float *zeros = m->weights.zeros;
+        if (!with_bias) {
+            m->weights.vocab_zeros = emb_alloc(sizeof(float) * vp);
+            if (!m->weights.vocab_zeros) return EMB_STATUS_OUT_OF_MEMORY;
+            emb_memset(m->weights.vocab_zeros, 0, sizeof(float) * vp);
+            zeros = m->weights.vocab_zeros;
+        }
+        if ((s = load_linear(ld, "mlm.decoder", cf->vocab_size, cf->dim, with_bias, zeros, &h->decoder))) return s;
+    }
     return EMB_STATUS_OK;
 }
 
@@ -469,6 +535,7 @@ void emb_model_free(emb_model *model) {
     emb_dealloc(model->weights.layers);
     emb_dealloc(model->weights.rel);
     emb_dealloc(model->weights.zeros);
+    emb_dealloc(model->weights.vocab_zeros);
     emb_bundle_release(&model->bundle);
     emb_dealloc(model);
 }
@@ -503,7 +570,9 @@ void emb_model_get_config(const emb_model *model, emb_model_config *config) {
     config->include_prompt = cf->include_prompt;
     config->normalize = cf->normalize;
     config->n_dense = cf->n_dense;
-    config->head = EMB_HEAD_NONE;
+    config->head = cf->head;
+    config->n_labels = cf->n_labels;
+    config->sparse_pooling = cf->sparse_pooling;
 }
 
 const char *emb_model_get_meta(const emb_model *model, const char *key, size_t *len) {
@@ -547,7 +616,7 @@ emb_status emb_context_init(emb_context **out, const emb_model *model, size_t ma
 #else
 #define EMB_R EMB_PANEL_ROWS
 #endif
-#define EMB_N_PARTS 13
+#define EMB_N_PARTS 15
 
 emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t max_tokens, int32_t n_threads,
                                const char *kernels) {
@@ -562,6 +631,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     size_t t = max_tokens, cp = (size_t)cf->dim_p, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n, r = EMB_R;
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
     size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
+    int mlm = cf->head == EMB_HEAD_MLM;
     size_t pool = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */
@@ -580,6 +650,8 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
         wr * (fp64 / EMB_BLOCK) * 4,        /* hs */
         (uint64_t)w * scratch * 4,          /* scratch */
         (uint64_t)pool * 2 * 4,             /* pool */
+        mlm ? wr * EMB_VOCAB_SLICE * 4 : 0, /* vocab: one slice of decoder logits */
+        mlm ? (uint64_t)r * (uint64_t)cf->vocab_size * 4 : 0, /* acc */
     };
     uint64_t total64 = 0;
     size_t sizes[EMB_N_PARTS];
@@ -628,6 +700,8 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     ctx->hs = parts[10];
     ctx->scratch = parts[11];
     ctx->pool = parts[12];
+    ctx->vocab = mlm ? parts[13] : NULL;
+    ctx->acc = mlm ? parts[14] : NULL;
     *out = ctx;
     return EMB_STATUS_OK;
 }
@@ -650,8 +724,24 @@ size_t emb_context_max_tokens(const emb_context *ctx) { return ctx ? ctx->max_to
 static emb_status check_request(const emb_context *ctx, const emb_request *rq, size_t *total_out) {
     const emb_config *cf = &ctx->model->config;
     if (!rq->ids || !rq->lengths || rq->n_seqs == 0) return EMB_STATUS_INVALID_ARGUMENT;
-    if (rq->output != EMB_OUTPUT_EMBEDDING && rq->output != EMB_OUTPUT_TOKENS) return EMB_STATUS_INVALID_ARGUMENT;
-    if (rq->pooling < EMB_POOLING_MODEL || rq->pooling > EMB_POOLING_WEIGHTEDMEAN) return EMB_STATUS_INVALID_ARGUMENT;
+    switch (rq->output) {
+    case EMB_OUTPUT_EMBEDDING:
+        if (rq->pooling < EMB_POOLING_MODEL || rq->pooling > EMB_POOLING_WEIGHTEDMEAN) return EMB_STATUS_INVALID_ARGUMENT;
+        break;
+    case EMB_OUTPUT_TOKENS: break;
+    case EMB_OUTPUT_SCORES:
+        if (cf->head != EMB_HEAD_CLASSIFIER) return EMB_STATUS_INVALID_ARGUMENT;
+        break;
+    case EMB_OUTPUT_SPARSE:
+        if (cf->head != EMB_HEAD_MLM || rq->top_k < 0 || rq->top_k > cf->vocab_size || (rq->per_token & ~1)) {
+            return EMB_STATUS_INVALID_ARGUMENT;
+        }
+        if (rq->pooling < EMB_SPARSE_MODEL || rq->pooling > EMB_SPARSE_SUM) {
+            return EMB_STATUS_INVALID_ARGUMENT;
+        }
+        break;
+    default: return EMB_STATUS_INVALID_ARGUMENT;
+    }
     size_t total = 0;
     for (size_t s = 0; s < rq->n_seqs; s++) {
         if (rq->lengths[s] <= 0) return EMB_STATUS_INVALID_ARGUMENT;
@@ -674,12 +764,37 @@ static emb_status check_request(const emb_context *ctx, const emb_request *rq, s
     return EMB_STATUS_OK;
 }
 
+/* SCORES (the classifier's logits) and SPARSE (the masked-LM head's SPLADE weights). */
+static emb_status run_head(emb_context *ctx, const emb_request *rq, emb_output *out, size_t total) {
+    const emb_config *cf = &ctx->model->config;
+    int sparse = rq->output == EMB_OUTPUT_SPARSE;
+    out->n_rows = sparse && rq->per_token ? total : rq->n_seqs;
+    out->row_size = !sparse ? (size_t)cf->n_labels : rq->top_k ? (size_t)rq->top_k : (size_t)cf->vocab_size;
+    if (out->n_rows > out->values_cap / out->row_size) return EMB_STATUS_BUFFER_TOO_SMALL;
+    if (!out->values || (sparse && rq->top_k && !out->indices)) return EMB_STATUS_INVALID_ARGUMENT;
+    emb_encoder_forward(ctx, rq->ids, rq->type_ids, rq->lengths, rq->n_seqs);
+    if (sparse) {
+        int pooling = rq->pooling == EMB_SPARSE_MODEL ? cf->sparse_pooling : rq->pooling;
+        emb_sparse_run(ctx, rq->lengths, rq->n_seqs, rq->per_token, pooling, rq->top_k, out->values, out->indices);
+        return EMB_STATUS_OK;
+    }
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, t = 0, n = (size_t)cf->n_labels;
+    for (size_t q = 0; q < rq->n_seqs; q++) {
+        float *v = ctx->pool;  /* the pooled vector, then the head's scratch */
+        emb_pool(ctx->x + t * cp, c, cp, rq->lengths + q, NULL, 1, (emb_pooling)cf->cls_pooling, v);
+        emb_classifier_apply(cf, &ctx->model->weights.head, v, v + c, out->values + q * n);
+        t += (size_t)rq->lengths[q];
+    }
+    return EMB_STATUS_OK;
+}
+
 emb_status emb_context_run(emb_context *ctx, const emb_request *rq, emb_output *out) {
     if (!ctx || !rq || !out) return EMB_STATUS_INVALID_ARGUMENT;
     const emb_config *cf = &ctx->model->config;
     size_t total = 0;
     emb_status s = check_request(ctx, rq, &total);
     if (s != EMB_STATUS_OK) return s;
+    if (rq->output == EMB_OUTPUT_SCORES || rq->output == EMB_OUTPUT_SPARSE) return run_head(ctx, rq, out, total);
     int tokens = rq->output == EMB_OUTPUT_TOKENS;
     /* the pooling: the model's modes (concatenated), or the one the request names */
     const int32_t *modes = cf->pool_modes;
@@ -728,6 +843,6 @@ emb_status emb_context_encode(emb_context *ctx, const int32_t *ids, const int32_
     rq.pooling = (int32_t)pooling;
     rq.normalize = normalize;
     rq.include_prompt = -1;
-    emb_output o = {out, out_cap, 0, 0};
+    emb_output o = {out, out_cap, 0, 0, NULL};
     return emb_context_run(ctx, &rq, &o);
 }

@@ -95,7 +95,23 @@ typedef struct emb_config {
     int32_t n_dense;
     int32_t out_dim;          /* the embedding length: C, or the last Dense module's E */
     float eps;                /* LayerNorm epsilon */
+    int32_t head;             /* emb_head */
+    int32_t n_labels;         /* classifier: logits per sequence */
+    int32_t cls_pooling;      /* classifier: EMB_POOLING_CLS or EMB_POOLING_MEAN */
+    int32_t cls_act;          /* classifier: emb_act after its dense */
+    int32_t mlm_act;          /* mlm: emb_act after its transform */
+    int32_t sparse_pooling;   /* mlm: EMB_SPARSE_MAX or EMB_SPARSE_SUM */
+    int32_t sparse_log1p2;    /* mlm: SPLADE's "log1p_relu", log(1 + log(1 + relu(logit))) */
 } emb_config;
+
+/* What the model ends with beyond the encoder (heads.c). */
+typedef struct emb_head_weights {
+    const float *dense_w, *dense_b;  /* classifier: (C, C), (C); either may be NULL */
+    const float *norm_w, *norm_b;    /* classifier: (C) or NULL; mlm: (C) */
+    const float *out_w, *out_b;      /* classifier: (n_labels, C), (n_labels) or NULL */
+    emb_linear transform;            /* mlm: N = C, K = C */
+    emb_linear decoder;              /* mlm: N = V, K = C */
+} emb_head_weights;
 
 typedef struct emb_weights {
     const int8_t *word_q;     /* (V, C) */
@@ -106,9 +122,11 @@ typedef struct emb_weights {
     const float *final_w, *final_b;  /* (C) or NULL */
     emb_layer *layers;        /* (L), allocated; the arrays they point to are in the bundle */
     emb_dense dense[EMB_MAX_DENSE];
+    emb_head_weights head;
     float *rel;               /* (H, 2·max_length - 1 + 16): relative bias by head and j - i, allocated */
     size_t rel_ld;            /* its row length */
     float *zeros;             /* (max(Np, C)): the bias of bias-free linears and norms, allocated */
+    float *vocab_zeros;       /* (Vp): the bias of a bias-free MLM decoder, allocated */
 } emb_weights;
 
 struct emb_model {
@@ -147,7 +165,11 @@ struct emb_context {
     float *scratch;           /* (W, emb_attention_scratch(max_seq, D)) attention scratch */
     size_t scratch_floats;    /* per worker */
     float *pool;              /* (max(Cp, Dense sizes) * 2) pooling and Dense scratch */
+    float *vocab;             /* mlm: (W, R, EMB_VOCAB_SLICE) decoder logits of one slice */
+    float *acc;               /* mlm: (R, Vp) one sequence's pooled weights, or R tokens' rows */
 };
+
+#define EMB_VOCAB_SLICE 512  /* decoder outputs per task: a slice of the vocabulary */
 
 #define EMB_PANEL_ROWS 16  /* R in wasm builds */
 #define EMB_NATIVE_PANEL_ROWS 32  /* R in native builds */
@@ -170,6 +192,18 @@ void emb_pool(const float *x, size_t c, size_t ld, const int32_t *lengths, const
 size_t emb_dense_apply(const emb_weights *w, int32_t n_dense, float *v, size_t c, float *tmp);
 /* pooling.c: v (n) ← v / max(‖v‖₂, 1e-12). */
 void emb_l2_normalize(float *v, size_t n);
+
+/* heads.c: the classification head's logits of one pooled vector v (C) into out (n_labels);
+   tmp holds 2C floats. */
+void emb_classifier_apply(const emb_config *cf, const emb_head_weights *h, const float *v, float *tmp, float *out);
+/* heads.c: the masked-LM head and SPLADE weights for the context's last forward pass (ids of
+   the call: n_seqs sequences of lengths) into values (rows, V), or the top_k largest of each row
+   into values and indices (rows, top_k); rows are the sequences, or the tokens with per_token. */
+void emb_sparse_run(emb_context *ctx, const int32_t *lengths, size_t n_seqs, int per_token, int pooling, int top_k,
+                    float *values, int32_t *indices);
+/* heads.c: the k largest of w (n), by weight then lower index, into (values, indices) (k);
+   k − found entries at the end get index −1, weight 0 (weights of 0 are never taken). */
+void emb_top_k(const float *w, size_t n, size_t k, float *values, int32_t *indices);
 
 /* activations.c: x (n) ← act(x) for the activations with no kernel of their own (the plain C
    definitions, the same bits in every build); EMB_ACT_GELU goes to the kernel set's gelu. */

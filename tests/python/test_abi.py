@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+from enum import IntEnum
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,10 @@ class TsAbi:
         pairs = r"(\w+):\s*(\d+)"
         self.status = {k: int(v) for k, v in re.findall(pairs, _ts_block(src, "Status"))}
         self.pooling = {k: int(v) for k, v in re.findall(pairs, _ts_block(src, "POOLING"))}
+        self.output = {k: int(v) for k, v in re.findall(pairs, _ts_block(src, "OUTPUT"))}
+        self.head = {k: int(v) for k, v in re.findall(pairs, _ts_block(src, "HEAD"))}
+        self.sparse_pooling = {k: int(v) for k, v in
+                               re.findall(pairs, _ts_block(src, "SPARSE_POOLING"))}
         self.kernels = {int(k): v for k, v in
                         re.findall(r"(\d+):\s*\"(\w+)\"", _ts_block(src, "WASM_KERNELS"))}
         structs = _ts_block(src, "STRUCT_FIELDS")
@@ -105,6 +110,19 @@ def test_pooling(header: Header, ts: TsAbi) -> None:
     assert _abi.pooling_name(c["MEAN"]) == "mean" and _abi.pooling_name(c["CLS"]) == "cls"
     with pytest.raises(ValueError, match="newer than the package"):
         _abi.pooling_name(max(c.values()) + 1)
+
+
+@pytest.mark.parametrize(("c_name", "prefix", "py", "ts_attr"), [
+    ("emb_output_kind", "EMB_OUTPUT_", _abi.Output, "output"),
+    ("emb_head", "EMB_HEAD_", _abi.Head, "head"),
+    ("emb_sparse_pooling", "EMB_SPARSE_", _abi.SparsePooling, "sparse_pooling"),
+])
+def test_output_kinds_and_heads(header: Header, ts: TsAbi, c_name: str, prefix: str,
+                                py: type[IntEnum], ts_attr: str) -> None:
+    c = _enum(header, c_name, prefix)
+    assert {e.name: e.value for e in py} == c, f"edit {py.__name__} in _abi.py"
+    assert getattr(ts, ts_attr) == {k.lower(): v for k, v in c.items()}, (
+        f"edit {ts_attr.upper()} in js/src/abi.ts")
 
 
 def test_wasm_kernels(ts: TsAbi) -> None:

@@ -40,6 +40,13 @@ typedef struct synth_spec {
     int bad_crc;
     const char *extra_meta;   /* appended to the metadata as is, e.g. ",\"x\":\"1\"" */
     const char *extra_tensor; /* the name of an extra F32 (4) tensor */
+    /* heads: NULL "none"; "classifier" (n_labels logits) or "mlm" (vocabulary logits, SPLADE) */
+    const char *head;
+    int n_labels;
+    const char *cls_pooling, *cls_act;  /* "cls" / "mean"; the activation after its dense */
+    int cls_dense, cls_norm, cls_out_bias;   /* which optional classifier tensors to write */
+    const char *mlm_act, *sparse_pooling, *sparse_act;
+    int mlm_decoder_bias;
 } synth_spec;
 
 static const char SYNTH_VOCAB_HEAD[] = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n##s\n,\n!";
@@ -228,7 +235,19 @@ static uint8_t *synth_bundle(const synth_spec *sp, size_t *size) {
         sb_meta(&x.hdr, key, sp->dense_act[i]);
     }
     sb_meta(&x.hdr, "normalize", sp->normalize ? "true" : "false");
-    sb_meta(&x.hdr, "head", "none");
+    sb_meta(&x.hdr, "head", sp->head ? sp->head : "none");
+    int classifier = sp->head && strcmp(sp->head, "classifier") == 0, mlm = sp->head && strcmp(sp->head, "mlm") == 0;
+    if (classifier) {
+        sb_meta_int(&x.hdr, "n_labels", sp->n_labels);
+        sb_meta(&x.hdr, "classifier.pooling", sp->cls_pooling);
+        sb_meta(&x.hdr, "classifier.activation", sp->cls_act);
+        sb_meta(&x.hdr, "classifier.score_activation", "identity");
+    }
+    if (mlm) {
+        sb_meta(&x.hdr, "mlm.activation", sp->mlm_act);
+        sb_meta(&x.hdr, "sparse.pooling", sp->sparse_pooling);
+        sb_meta(&x.hdr, "sparse.activation", sp->sparse_act);
+    }
     sb_meta(&x.hdr, "quantization", "int8-block32");
     sb_meta(&x.hdr, "weight_layout", "n4k4");
     sb_meta(&x.hdr, "tokenizer", "wordpiece");
@@ -320,6 +339,23 @@ static uint8_t *synth_bundle(const synth_spec *sp, size_t *size) {
             sb_f32(&x, name, e, -0.1f, 0.1f);
         }
         k = e;
+    }
+    if (classifier) {
+        if (sp->cls_dense) {
+            sb_f32_2d(&x, "classifier.dense.weight", c, c, -0.3f, 0.3f);
+            sb_f32(&x, "classifier.dense.bias", c, -0.1f, 0.1f);
+        }
+        if (sp->cls_norm) {
+            sb_f32(&x, "classifier.norm.weight", c, 0.8f, 1.2f);
+            sb_f32(&x, "classifier.norm.bias", c, -0.1f, 0.1f);
+        }
+        sb_f32_2d(&x, "classifier.out.weight", sp->n_labels, c, -0.3f, 0.3f);
+        if (sp->cls_out_bias) sb_f32(&x, "classifier.out.bias", sp->n_labels, -0.1f, 0.1f);
+    }
+    if (mlm) {
+        sb_linear(&x, "mlm.transform", c, c, 1);
+        sb_norm(&x, "mlm.norm", c, sp->norm_bias);
+        sb_linear(&x, "mlm.decoder", sp->vocab, c, sp->mlm_decoder_bias);
     }
     if (sp->extra_tensor) sb_f32(&x, sp->extra_tensor, 4, 0, 1);
     /* the vocabulary: the fixed head, then filler words */

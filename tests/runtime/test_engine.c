@@ -410,8 +410,8 @@ static int vectors_equal(const float *a, const float *b, size_t n) { return memc
    concatenated: mean alone is C wide). */
 static emb_status mean_rows(emb_context *ctx, const int32_t *ids, const int32_t *lens, size_t n, float *out,
                             size_t cap, size_t *row) {
-    emb_request rq = {ids, lens, NULL, NULL, n, EMB_OUTPUT_EMBEDDING, EMB_POOLING_MEAN, 0, -1};
-    emb_output o = {out, cap, 0, 0};
+    emb_request rq = {ids, lens, NULL, NULL, n, EMB_OUTPUT_EMBEDDING, EMB_POOLING_MEAN, 0, -1, 0, 0};
+    emb_output o = {out, cap, 0, 0, NULL};
     emb_status st = emb_context_run(ctx, &rq, &o);
     *row = o.row_size;
     return st;
@@ -605,8 +605,8 @@ static void test_tiny_model(void) {
 static emb_status run(emb_context *ctx, const int32_t *ids, const int32_t *lens, size_t n, const int32_t *types,
                       const int32_t *prompts, int output, int pooling, int normalize, int include, float *out,
                       size_t cap) {
-    emb_request rq = {ids, lens, types, prompts, n, output, pooling, normalize, include};
-    emb_output o = {out, cap, 0, 0};
+    emb_request rq = {ids, lens, types, prompts, n, output, pooling, normalize, include, 0, 0};
+    emb_output o = {out, cap, 0, 0, NULL};
     emb_status s = emb_context_run(ctx, &rq, &o);
     if (s == EMB_STATUS_OK || s == EMB_STATUS_BUFFER_TOO_SMALL) {
         size_t rows = 0;
@@ -853,14 +853,14 @@ static void check_model(const model_case *mc) {
           "%s: pooling mode", mc->what);
     CHECK(run(ctx, ids, lens, NS, ty, pr, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim * NS - 1) == EMB_STATUS_BUFFER_TOO_SMALL,
           "%s: a short output", mc->what);
-    emb_request rq = {ids, lens, ty, pr, NS, 0, 0, -1, -1};
-    emb_output res = {got, dim * NS, 0, 0};
+    emb_request rq = {ids, lens, ty, pr, NS, 0, 0, -1, -1, 0, 0};
+    emb_output res = {got, dim * NS, 0, 0, NULL};
     CHECK(emb_context_run(ctx, NULL, &res) == EMB_STATUS_INVALID_ARGUMENT, "%s: NULL request", mc->what);
     CHECK(emb_context_run(ctx, &rq, NULL) == EMB_STATUS_INVALID_ARGUMENT, "%s: NULL output", mc->what);
     rq.ids = NULL;
     CHECK(emb_context_run(ctx, &rq, &res) == EMB_STATUS_INVALID_ARGUMENT, "%s: NULL ids", mc->what);
     rq.ids = ids;
-    emb_output query = {NULL, 0, 0, 0};
+    emb_output query = {NULL, 0, 0, 0, NULL};
     CHECK(emb_context_run(ctx, &rq, &query) == EMB_STATUS_BUFFER_TOO_SMALL && query.n_rows == NS && query.row_size == dim,
           "%s: a size query", mc->what);
 
@@ -912,6 +912,338 @@ static void test_features(void) {
     for (int i = 0; i < n; i++) check_model(&cases[i]);
 }
 
+/* ── heads: sequence classification (rerankers) and the masked-LM head (SPLADE) ─────────── */
+
+/* top-k indices of run_out's calls */
+static int32_t run_indices[1 << 18];
+
+static emb_status run_out(emb_context *ctx, const int32_t *ids, const int32_t *lens, size_t n, const int32_t *types,
+                          int output, int pooling, int top_k, int per_token, float *values, size_t cap, emb_output *o) {
+    emb_request rq = {ids, lens, types, NULL, n, output, pooling, -1, -1, top_k, per_token};
+    CHECK(cap <= sizeof run_indices / sizeof run_indices[0], "run_out: indices for %zu", cap);
+    *o = (emb_output){values, cap, 0, 0, top_k ? run_indices : NULL};
+    return emb_context_run(ctx, &rq, o);
+}
+
+static double act_double(const char *act, double x) {
+    if (strcmp(act, "tanh") == 0) return tanh(x);
+    if (strcmp(act, "relu") == 0) return x > 0 ? x : 0;
+    if (strcmp(act, "gelu") == 0) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    if (strcmp(act, "gelu_tanh") == 0) return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    return x;
+}
+
+/* NS random sequences (the first of one token, the second of max_length), their token types. */
+enum { HS = 7 };
+static size_t head_inputs(const synth_spec *sp, int32_t *lens, int32_t **ids, int32_t **types) {
+    int max_len = sp->max_length;
+    *ids = malloc(sizeof(int32_t) * HS * (size_t)max_len);
+    *types = malloc(sizeof(int32_t) * HS * (size_t)max_len);
+    size_t total = 0;
+    for (int s = 0; s < HS; s++) {
+        lens[s] = s == 0 ? 1 : s == 1 ? max_len : 2 + (int32_t)(rng() % (uint32_t)(max_len - 1));
+        for (int i = 0; i < lens[s]; i++, total++) {
+            (*ids)[total] = (int32_t)(rng() % (uint32_t)sp->vocab);
+            (*types)[total] = sp->types > 1 && i >= lens[s] / 2 ? 1 : 0;  /* a pair: the second half type 1 */
+        }
+    }
+    return total;
+}
+
+static void check_classifier(const char *what, const synth_spec *sp) {
+    size_t size;
+    uint8_t *bytes = synth_bundle(sp, &size);
+    emb_model *m = NULL;
+    emb_status st = emb_model_init(&m, bytes, size);
+    CHECK(st == EMB_STATUS_OK, "%s: loads (%s)", what, emb_status_str(st));
+    if (!m) {
+        free(bytes);
+        return;
+    }
+    emb_model_config cfg;
+    emb_model_get_config(m, &cfg);
+    CHECK(cfg.head == EMB_HEAD_CLASSIFIER && cfg.n_labels == sp->n_labels && cfg.sparse_pooling == 0, "%s: config", what);
+    size_t c = (size_t)sp->c, nl = (size_t)sp->n_labels;
+    int32_t lens[HS], *ids, *types;
+    size_t total = head_inputs(sp, lens, &ids, &types);
+    const int32_t *ty = sp->types > 1 ? types : NULL;
+    emb_context *ctx = NULL;
+    CHECK(emb_context_init(&ctx, m, total) == EMB_STATUS_OK, "%s: context", what);
+    float *tok = malloc(sizeof(float) * c * total), *logits = malloc(sizeof(float) * nl * HS);
+    float *got = malloc(sizeof(float) * nl * HS);
+    emb_output o;
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_TOKENS, 0, 0, 0, tok, c * total, &o) == EMB_STATUS_OK, "%s: tokens", what);
+    st = run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SCORES, 0, 0, 0, logits, nl * HS, &o);
+    CHECK(st == EMB_STATUS_OK && o.n_rows == HS && o.row_size == nl, "%s: scores (%s)", what, emb_status_str(st));
+
+    /* the head in double from the hidden states and the bundle's tensors */
+    emb_bundle b;
+    emb_bundle_parse(&b, bytes, size, 1);
+    const emb_tensor *dw = emb_bundle_tensor(&b, "classifier.dense.weight"), *db = emb_bundle_tensor(&b, "classifier.dense.bias");
+    const emb_tensor *nw = emb_bundle_tensor(&b, "classifier.norm.weight"), *nbias = emb_bundle_tensor(&b, "classifier.norm.bias");
+    const emb_tensor *ow = emb_bundle_tensor(&b, "classifier.out.weight"), *ob = emb_bundle_tensor(&b, "classifier.out.bias");
+    double *v = malloc(sizeof(double) * c * 2), worst = 0;
+    size_t t0 = 0;
+    int mean = strcmp(sp->cls_pooling, "mean") == 0;
+    for (int s = 0; s < HS; s++) {
+        pool_double(tok + t0 * c, (size_t)lens[s], c, 0, mean ? EMB_POOLING_MEAN : EMB_POOLING_CLS, v);
+        if (dw) {
+            for (size_t r = 0; r < c; r++) {
+                double acc = db ? ((const float *)db->data)[r] : 0.0;
+                for (size_t j = 0; j < c; j++) acc += (double)((const float *)dw->data)[r * c + j] * v[j];
+                v[c + r] = act_double(sp->cls_act, acc);
+            }
+            memcpy(v, v + c, sizeof(double) * c);
+        }
+        if (nw) {
+            double mu = 0, var = 0;
+            for (size_t j = 0; j < c; j++) mu += v[j];
+            mu /= (double)c;
+            for (size_t j = 0; j < c; j++) var += (v[j] - mu) * (v[j] - mu);
+            var /= (double)c;
+            for (size_t j = 0; j < c; j++) {
+                v[j] = (v[j] - mu) / sqrt(var + 1e-12) * ((const float *)nw->data)[j] + (nbias ? ((const float *)nbias->data)[j] : 0.0);
+            }
+        }
+        for (size_t r = 0; r < nl; r++) {
+            double acc = ob ? ((const float *)ob->data)[r] : 0.0;
+            for (size_t j = 0; j < c; j++) acc += (double)((const float *)ow->data)[r * c + j] * v[j];
+            worst = fmax(worst, fabs(acc - logits[(size_t)s * nl + r]) / (1.0 + fabs(acc)));
+        }
+        t0 += (size_t)lens[s];
+    }
+    emb_bundle_release(&b);
+    CHECK(worst < 1e-5, "%s: logits differ from a plain computation by %g", what, worst);
+
+    /* each sequence alone, every kernel set and thread count: the same bits */
+    int same = 1;
+    t0 = 0;
+    for (int s = 0; s < HS; s++) {
+        run_out(ctx, ids + t0, lens + s, 1, ty ? ty + t0 : NULL, EMB_OUTPUT_SCORES, 0, 0, 0, got, nl, &o);
+        same &= vectors_equal(got, logits + (size_t)s * nl, nl);
+        t0 += (size_t)lens[s];
+    }
+    CHECK(same, "%s: a sequence's logits changed with its batch", what);
+    char names[256];
+    snprintf(names, sizeof names, "%s", emb_kernels_available());
+    same = 1;
+    for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            emb_context *kc = NULL;
+            if (emb_context_init_ex(&kc, m, total, threads, name) != EMB_STATUS_OK) continue;
+            run_out(kc, ids, lens, HS, ty, EMB_OUTPUT_SCORES, 0, 0, 0, got, nl * HS, &o);
+            same &= vectors_equal(got, logits, nl * HS);
+            emb_context_free(kc);
+        }
+    }
+    CHECK(same, "%s: kernel sets and thread counts differ", what);
+
+    /* the request's checks */
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SCORES, 0, 0, 0, got, nl * HS - 1, &o) == EMB_STATUS_BUFFER_TOO_SMALL &&
+              o.n_rows == HS && o.row_size == nl,
+          "%s: a short output says what it needs", what);
+    int32_t idx[8];
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 0, got, nl * HS, &o) == EMB_STATUS_INVALID_ARGUMENT &&
+              run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 2, 0, got, 8, &o) == EMB_STATUS_INVALID_ARGUMENT,
+          "%s: SPARSE needs a masked-LM head", what);
+    (void)idx;
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_EMBEDDING, 0, 0, 0, got, c * HS > nl * HS ? nl * HS : c * HS, &o) ==
+              (c > nl ? EMB_STATUS_BUFFER_TOO_SMALL : EMB_STATUS_OK),
+          "%s: the embedding output is still there", what);
+
+    /* the header's checks: labels against the out weight's rows, the pooling and activation names */
+    char from[32], to[32];
+    snprintf(from, sizeof from, "\"n_labels\":\"%d\"", sp->n_labels);
+    snprintf(to, sizeof to, "\"n_labels\":\"%d\"", sp->n_labels + 1);
+    CHECK(load_edited(bytes, size, from, to, 1) == EMB_STATUS_CORRUPT, "%s: n_labels edited", what);
+    CHECK(load_edited(bytes, size, "\"classifier.out.weight\"", "\"classifier.xyz.weight\"", 1) == EMB_STATUS_CORRUPT,
+          "%s: no out weight", what);
+    snprintf(from, sizeof from, "\"classifier.pooling\":\"%s\"", sp->cls_pooling);
+    snprintf(to, sizeof to, "\"classifier.pooling\":\"%s\"", mean ? "xyzw" : "xyz");
+    CHECK(load_edited(bytes, size, from, to, 1) == EMB_STATUS_UNSUPPORTED, "%s: unknown classifier pooling", what);
+    CHECK(load_edited(bytes, size, "\"head\":\"classifier\"", "\"head\":\"classifiex\"", 1) == EMB_STATUS_UNSUPPORTED,
+          "%s: unknown head", what);
+    CHECK(load_edited(bytes, size, "\"head\":\"classifier\"", "\"head\":\"none\"      ", 1) == EMB_STATUS_CORRUPT &&
+              load_edited(bytes, size, "\"head\":\"classifier\"", "\"head\":\"mlm\"       ", 1) != EMB_STATUS_OK,
+          "%s: another head with classifier tensors", what);
+
+    free(v), free(tok), free(logits), free(got), free(ids), free(types);
+    emb_context_free(ctx);
+    emb_model_free(m);
+    free(bytes);
+}
+
+/* the k largest of w (n) by weight then lower index, zeros left out: what EMB_OUTPUT_SPARSE top_k gives */
+static int top_k_matches(const float *w, size_t n, size_t k, const float *values, const int32_t *indices) {
+    unsigned char *taken = calloc(n, 1);
+    int ok = 1;
+    for (size_t j = 0; j < k && ok; j++) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++) {
+            if (!taken[i] && w[i] > 0.0f && (best == n || w[i] > w[best])) best = i;
+        }
+        if (best == n) ok = indices[j] == -1 && values[j] == 0.0f;
+        else ok = indices[j] == (int32_t)best && memcmp(&values[j], &w[best], sizeof(float)) == 0, taken[best] = 1;
+    }
+    free(taken);
+    return ok;
+}
+
+static void check_mlm(const char *what, const synth_spec *sp) {
+    size_t size;
+    uint8_t *bytes = synth_bundle(sp, &size);
+    emb_model *m = NULL;
+    emb_status st = emb_model_init(&m, bytes, size);
+    CHECK(st == EMB_STATUS_OK, "%s: loads (%s)", what, emb_status_str(st));
+    if (!m) {
+        free(bytes);
+        return;
+    }
+    emb_model_config cfg;
+    emb_model_get_config(m, &cfg);
+    int sum = strcmp(sp->sparse_pooling, "sum") == 0;
+    CHECK(cfg.head == EMB_HEAD_MLM && cfg.sparse_pooling == (sum ? EMB_SPARSE_SUM : EMB_SPARSE_MAX) && cfg.n_labels == 0,
+          "%s: config", what);
+    size_t v = (size_t)sp->vocab;
+    int32_t lens[HS], *ids, *types;
+    size_t total = head_inputs(sp, lens, &ids, &types);
+    const int32_t *ty = sp->types > 1 ? types : NULL;
+    emb_context *ctx = NULL;
+    CHECK(emb_context_init(&ctx, m, total) == EMB_STATUS_OK, "%s: context", what);
+    float *rows = malloc(sizeof(float) * v * total), *pooled = malloc(sizeof(float) * v * HS);
+    float *got = malloc(sizeof(float) * v * total);
+    int32_t *idx = malloc(sizeof(int32_t) * v * total);
+    emb_output o;
+    st = run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 1, rows, v * total, &o);
+    CHECK(st == EMB_STATUS_OK && o.n_rows == total && o.row_size == v, "%s: per token (%s)", what, emb_status_str(st));
+    st = run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 0, pooled, v * HS, &o);
+    CHECK(st == EMB_STATUS_OK && o.n_rows == HS && o.row_size == v, "%s: pooled (%s)", what, emb_status_str(st));
+    int nonneg = 1, nonzero = 0;
+    for (size_t i = 0; i < v * total; i++) nonneg &= rows[i] >= 0.0f, nonzero += rows[i] > 0.0f;
+    CHECK(nonneg && nonzero > (int)(v * total / 10) && nonzero < (int)(v * total), "%s: weights >= 0, some zero (%d of %zu)",
+          what, nonzero, v * total);
+
+    /* the pooled rows are the token rows folded in token order: max, or sum (both, by request) */
+    for (int mode = 0; mode < 2; mode++) {
+        int pooling = mode ? EMB_SPARSE_SUM : EMB_SPARSE_MAX;
+        float *want = pooling == (sum ? EMB_SPARSE_SUM : EMB_SPARSE_MAX) ? pooled : got;
+        if (want == got) run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, pooling, 0, 0, got, v * HS, &o);
+        int same = 1;
+        size_t t0 = 0;
+        float *acc = malloc(sizeof(float) * v);
+        for (int s = 0; s < HS; s++) {
+            memcpy(acc, rows + t0 * v, sizeof(float) * v);
+            for (int i = 1; i < lens[s]; i++) {
+                const float *r = rows + (t0 + (size_t)i) * v;
+                for (size_t j = 0; j < v; j++) acc[j] = pooling == EMB_SPARSE_SUM ? acc[j] + r[j] : (r[j] > acc[j] ? r[j] : acc[j]);
+            }
+            same &= vectors_equal(acc, want + (size_t)s * v, v);
+            t0 += (size_t)lens[s];
+        }
+        free(acc);
+        CHECK(same, "%s: %s pooling is the fold of the token rows", what, mode ? "sum" : "max");
+    }
+
+    /* top-k: the k largest of each row, best first, ties to the lower id, -1 past the nonzero ones */
+    size_t ks[3] = {1, 5, v};
+    for (int q = 0; q < 3; q++) {
+        size_t k = ks[q];
+        st = run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, (int)k, 0, got, k * HS, &o);
+        CHECK(st == EMB_STATUS_OK && o.n_rows == HS && o.row_size == k, "%s: top %zu (%s)", what, k, emb_status_str(st));
+        int ok = 1;
+        for (int s = 0; s < HS; s++) ok &= top_k_matches(pooled + (size_t)s * v, v, k, got + (size_t)s * k, o.indices + (size_t)s * k);
+        CHECK(ok, "%s: top %zu of the pooled rows", what, k);
+        (void)idx;
+    }
+    {
+        emb_request rq = {ids, lens, ty, NULL, HS, EMB_OUTPUT_SPARSE, 0, -1, -1, 3, 1};
+        emb_output to = {got, 3 * total, 0, 0, idx};
+        st = emb_context_run(ctx, &rq, &to);
+        int ok = st == EMB_STATUS_OK && to.n_rows == total && to.row_size == 3;
+        for (size_t t = 0; ok && t < total; t++) ok &= top_k_matches(rows + t * v, v, 3, got + t * 3, idx + t * 3);
+        CHECK(ok, "%s: top 3 of every token's row", what);
+    }
+
+    /* alone and in a batch, every kernel set and thread count: the same bits */
+    int same = 1;
+    size_t t0 = 0;
+    for (int s = 0; s < HS; s++) {
+        run_out(ctx, ids + t0, lens + s, 1, ty ? ty + t0 : NULL, EMB_OUTPUT_SPARSE, 0, 0, 0, got, v, &o);
+        same &= vectors_equal(got, pooled + (size_t)s * v, v);
+        t0 += (size_t)lens[s];
+    }
+    CHECK(same, "%s: a sequence's weights changed with its batch", what);
+    char names[256];
+    snprintf(names, sizeof names, "%s", emb_kernels_available());
+    same = 1;
+    int tried = 0;
+    for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            emb_context *kc = NULL;
+            if (emb_context_init_ex(&kc, m, total, threads, name) != EMB_STATUS_OK) continue;
+            run_out(kc, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 0, got, v * HS, &o);
+            same &= vectors_equal(got, pooled, v * HS);
+            run_out(kc, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 1, got, v * total, &o);
+            same &= vectors_equal(got, rows, v * total);
+            emb_context_free(kc);
+            tried++;
+        }
+    }
+    CHECK(same && tried >= 2, "%s: kernel sets and thread counts differ", what);
+
+    /* the request's checks */
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 0, got, v * HS - 1, &o) == EMB_STATUS_BUFFER_TOO_SMALL &&
+              o.n_rows == HS && o.row_size == v,
+          "%s: a short output says what it needs", what);
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 4, 1, got, 4 * total - 1, &o) == EMB_STATUS_BUFFER_TOO_SMALL &&
+              o.n_rows == total && o.row_size == 4,
+          "%s: a short top-k output", what);
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 4, 0, got, 4 * HS, &o) == EMB_STATUS_OK, "%s: top 4", what);
+    emb_request rq = {ids, lens, ty, NULL, HS, EMB_OUTPUT_SPARSE, 0, -1, -1, 4, 0};
+    emb_output no_idx = {got, 4 * HS, 0, 0, NULL};
+    CHECK(emb_context_run(ctx, &rq, &no_idx) == EMB_STATUS_INVALID_ARGUMENT, "%s: top-k without indices", what);
+    CHECK(run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, (int)v + 1, 0, got, v * HS, &o) == EMB_STATUS_INVALID_ARGUMENT &&
+              run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, -1, 0, got, v * HS, &o) == EMB_STATUS_INVALID_ARGUMENT &&
+              run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 0, 0, 2, got, v * total, &o) == EMB_STATUS_INVALID_ARGUMENT &&
+              run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SPARSE, 3, 0, 0, got, v * HS, &o) == EMB_STATUS_INVALID_ARGUMENT &&
+              run_out(ctx, ids, lens, HS, ty, EMB_OUTPUT_SCORES, 0, 0, 0, got, v * HS, &o) == EMB_STATUS_INVALID_ARGUMENT,
+          "%s: top_k out of range, per_token not 0/1, an unknown sparse pooling, SCORES without a classifier", what);
+
+    /* the header's checks */
+    CHECK(load_edited(bytes, size, "\"mlm.decoder.q\"", "\"mlm.decodex.q\"", 1) == EMB_STATUS_CORRUPT, "%s: no decoder", what);
+    CHECK(load_edited(bytes, size, "\"mlm.norm.weight\"", "\"mlm.norx.weight\"", 1) == EMB_STATUS_CORRUPT, "%s: no norm", what);
+    char from[64], to[64];
+    snprintf(from, sizeof from, "\"sparse.pooling\":\"%s\"", sp->sparse_pooling);
+    snprintf(to, sizeof to, "\"sparse.pooling\":\"%s\"", sum ? "mea" : "mea");
+    CHECK(load_edited(bytes, size, from, to, 1) == EMB_STATUS_UNSUPPORTED, "%s: unknown sparse pooling", what);
+    snprintf(from, sizeof from, "\"vocab_size\":\"%d\"", sp->vocab);
+    snprintf(to, sizeof to, "\"vocab_size\":\"%d\"", sp->vocab - 1);
+    CHECK(load_edited(bytes, size, from, to, 1) == EMB_STATUS_CORRUPT, "%s: vocab_size against the decoder", what);
+
+    free(rows), free(pooled), free(got), free(idx), free(ids), free(types);
+    emb_context_free(ctx);
+    emb_model_free(m);
+    free(bytes);
+}
+
+static void test_heads(void) {
+    synth_spec s = synth_bert();  /* BERT's pooler (dense + tanh on [CLS]) and classifier, pairs */
+    s.head = "classifier", s.n_labels = 1, s.cls_pooling = "cls", s.cls_act = "tanh", s.cls_dense = 1, s.cls_out_bias = 1;
+    check_classifier("bert-reranker", &s);
+    s.n_labels = 3, s.cls_act = "relu";  /* DistilBERT's pre_classifier + ReLU, three labels */
+    check_classifier("distilbert-classifier", &s);
+    s = synth_bert();  /* ModernBERT: mean pooling, dense + GELU + norm, no biases, ragged sizes */
+    s.c = 45, s.heads = 5, s.f = 100, s.max_positions = 24, s.max_length = 20, s.vocab = 30, s.types = 0;
+    s.head = "classifier", s.n_labels = 2, s.cls_pooling = "mean", s.cls_act = "gelu", s.cls_dense = 1, s.cls_norm = 1;
+    check_classifier("modernbert-classifier", &s);
+    s = synth_bert();  /* BERT's masked-LM head, SPLADE max; the vocabulary not a multiple of 32, > a slice */
+    s.vocab = 1100, s.head = "mlm", s.mlm_act = "gelu", s.sparse_pooling = "max", s.sparse_act = "relu", s.mlm_decoder_bias = 1;
+    check_mlm("splade-max", &s);
+    s.c = 45, s.heads = 5, s.f = 100, s.vocab = 77, s.sparse_pooling = "sum", s.sparse_act = "log1p_relu";
+    s.mlm_act = "gelu_tanh", s.mlm_decoder_bias = 0, s.norm_bias = 0;
+    check_mlm("splade-sum-ragged", &s);
+}
+
 static uint8_t *read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -961,6 +1293,7 @@ int main(int argc, char **argv) {
     test_bundle_errors();
     test_tiny_model();
     test_features();
+    test_heads();
     for (int i = 1; i < argc; i++) {
         printf("== %s\n", argv[i]);
         test_real_bundle(argv[i]);

@@ -43,8 +43,10 @@ __all__ = [
     "WASM_POINTER_BYTES",
     "WASM_SIZE_T_BYTES",
     "Function",
+    "Head",
     "Output",
     "Pooling",
+    "SparsePooling",
     "Status",
     "Struct",
     "WasmExport",
@@ -101,8 +103,26 @@ POOLING_NAMES: Mapping[Pooling, str] = {
 class Output(IntEnum):
     """``emb_output_kind``: what ``emb_context_run`` computes."""
 
-    EMBEDDING = 0
-    TOKENS = 1
+    EMBEDDING = 0  # per sequence: pooling, Dense modules, L2 → (S, dim)
+    TOKENS = 1  # per token: the last hidden states → (T, hidden_dim)
+    SCORES = 2  # per sequence: the classification head's logits → (S, n_labels)
+    SPARSE = 3  # per sequence or token: SPLADE weights of the vocabulary → (rows, V or top_k)
+
+
+class Head(IntEnum):
+    """``emb_head``: what a model ends with beyond the encoder (``emb_model_config.head``)."""
+
+    NONE = 0  # the pooled embedding
+    CLASSIFIER = 1  # n_labels logits per sequence (Output.SCORES)
+    MLM = 2  # a masked-LM head: SPLADE weights (Output.SPARSE)
+
+
+class SparsePooling(IntEnum):
+    """``emb_sparse_pooling``: how Output.SPARSE folds a sequence's token rows into one."""
+
+    MODEL = 0  # the bundle's sparse.pooling
+    MAX = 1
+    SUM = 2
 
 
 def pooling_name(code: int) -> str:
@@ -239,7 +259,7 @@ MODEL_CONFIG = Struct(
     tuple((n, "int32_t") for n in (
         "version", "dim", "hidden_dim", "n_layers", "n_heads", "ffn_dim", "vocab_size",
         "max_length", "type_vocab_size", "pooling", "include_prompt", "normalize", "n_dense",
-        "head",
+        "head", "n_labels", "sparse_pooling",
     )),
 )
 
@@ -255,13 +275,15 @@ REQUEST = Struct(
         ("pooling", "int32_t"),
         ("normalize", "int32_t"),
         ("include_prompt", "int32_t"),
+        ("top_k", "int32_t"),
+        ("per_token", "int32_t"),
     ),
 )
 
 OUTPUT = Struct(
     "emb_output",
     (("values", "float *"), ("values_cap", "size_t"), ("n_rows", "size_t"),
-     ("row_size", "size_t")),
+     ("row_size", "size_t"), ("indices", "int32_t *")),
 )
 
 STRUCTS: Mapping[str, Struct] = {
