@@ -72,8 +72,12 @@ class Model:
         bias = self.t.get(name + ".bias")
         return np.asarray(y + bias if bias is not None else y, dtype=np.float32)
 
-    def act(self, x: F32) -> F32:
-        kind = self.m["activation"]
+    def act(self, x: F32, kind: str | None = None) -> F32:
+        kind = kind or self.m["activation"]
+        if kind == "identity":
+            return x
+        if kind == "tanh":
+            return np.asarray(np.tanh(x.astype(np.float64)), dtype=np.float32)
         if kind == "relu":
             return np.asarray(np.maximum(x, 0), dtype=np.float32)
         if kind == "gelu_tanh":
@@ -181,6 +185,40 @@ class Model:
         return np.asarray(v, dtype=np.float32)
 
 
+    def scores(self, ids: list[int], types: list[int] | None = None) -> npt.NDArray[np.float64]:
+        """The classification head's logits of one sequence (float64 from the hidden states)."""
+        m, t = self.m, self.t
+        x = self.tokens(ids, types).astype(np.float64)
+        v = x[0] if m["classifier.pooling"] == "cls" else x.mean(0)
+        if "classifier.dense.weight" in t:
+            v = t["classifier.dense.weight"].astype(np.float64) @ v
+            v = v + t.get("classifier.dense.bias", 0)
+            v = self.act(v.astype(np.float32), m["classifier.activation"]).astype(np.float64)
+        if "classifier.norm.weight" in t:
+            v = (v - v.mean()) / np.sqrt(v.var() + float(self.eps)) * t["classifier.norm.weight"]
+            v = v + t.get("classifier.norm.bias", 0)
+        return np.asarray(t["classifier.out.weight"] @ v + t.get("classifier.out.bias", 0))
+
+    def sparse_rows(self, ids: list[int], types: list[int] | None = None) -> F32:
+        """SPLADE weights of every token (n, V): the masked-LM head in int8, then
+        log(1 + relu(logit)) (twice log1p for "log1p_relu")."""
+        m = self.m
+        v = int(m["vocab_size"])
+        h = self.linear(self.tokens(ids, types), "mlm.transform", self.c)
+        h = self.norm(self.act(h, m["mlm.activation"]), "mlm.norm")
+        w = np.log1p(np.maximum(self.linear(h, "mlm.decoder", v), 0).astype(np.float64))
+        if m["sparse.activation"] == "log1p_relu":
+            w = np.log1p(w)
+        return np.asarray(w, dtype=np.float32)
+
+    def sparse(self, ids: list[int], types: list[int] | None = None,
+               pooling: str | None = None) -> F32:
+        rows = self.sparse_rows(ids, types)
+        if (pooling or self.m["sparse.pooling"]) == "sum":
+            return np.asarray(rows.astype(np.float64).sum(0), dtype=np.float32)
+        return np.asarray(rows.max(0), dtype=np.float32)
+
+
 # ── small random models ─────────────────────────────────────────────────────────────────────
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "the", "quick", "brown",
@@ -224,6 +262,19 @@ def random_weights(cfg: BundleConfig, seed: int = 0, dense: tuple[int, ...] = ()
     for i, e in enumerate(dense):
         w[f"dense.{i}.weight"], w[f"dense.{i}.bias"] = n(e, k, scale=1 / sqrt(k)), n(e, scale=0.1)
         k = e
+    if cfg.head == "classifier":
+        w["classifier.dense.weight"] = n(c, c, scale=1 / sqrt(c))
+        w["classifier.dense.bias"] = n(c, scale=0.1)
+        if cfg.family == "modernbert":
+            w["classifier.norm.weight"] = 1 + n(c, scale=0.1)
+            w["classifier.norm.bias"] = n(c, scale=0.1)
+        w["classifier.out.weight"] = n(cfg.n_labels, c, scale=1 / sqrt(c))
+        w["classifier.out.bias"] = n(cfg.n_labels, scale=0.1)
+    if cfg.head == "mlm":
+        w["mlm.transform.weight"] = n(c, c, scale=1 / sqrt(c))
+        w["mlm.transform.bias"] = n(c, scale=0.1)
+        w["mlm.norm.weight"], w["mlm.norm.bias"] = 1 + n(c, scale=0.1), n(c, scale=0.1)
+        w["mlm.decoder.bias"] = n(cfg.vocab_size, scale=0.5) - 1  # SPLADE: most weights 0
     return w
 
 
@@ -273,6 +324,22 @@ FEATURES: dict[str, tuple[BundleConfig, tuple[int, ...]]] = {
     "cls-mean": (_cfg("cls-mean", pooling="cls+mean", include_prompt=False), ()),
     "max-mean-dense": (_cfg("max-mean-dense", pooling="max+mean", dense_activations=("tanh",),
                             normalize=True), (20,)),
+}
+
+# one small model per head: a reranker's classifier, a SPLADE masked-LM head (tied decoder)
+HEADS: dict[str, BundleConfig] = {
+    "bert-reranker": _cfg("bert-reranker", head="classifier", n_labels=1, pooling="cls",
+                          score_activation="sigmoid"),
+    "modernbert-classifier": _cfg(
+        "modernbert", dim=64, n_heads=4, ffn_dim=80, n_layers=3, max_length=32,
+        position="rotary", norm="pre", norm_bias=False, attention_bias=False, ffn_bias=False,
+        final_norm=True, ffn="glu", layer_attention="glg", local_window=4, type_vocab_size=0,
+        head="classifier", n_labels=3, classifier_pooling="mean", pooling="mean",
+        classifier_activation="gelu"),
+    "splade-max": _cfg("splade-max", head="mlm", vocab_size=600, pooling="cls"),
+    "splade-sum-ragged": _cfg("splade-sum", dim=45, n_heads=5, ffn_dim=100, vocab_size=77,
+                              head="mlm", sparse_pooling="sum", sparse_activation="log1p_relu",
+                              mlm_activation="gelu_tanh", pooling="cls"),
 }
 
 

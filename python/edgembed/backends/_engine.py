@@ -33,8 +33,8 @@ from ._abi import (
     OUTPUT,
     REQUEST,
     WASM_SIZE_T_BYTES,
+    Head,
     Output,
-    Pooling,
     Status,
     pooling_name,
 )
@@ -43,6 +43,7 @@ __all__ = ["BundleSource", "Engine", "WasmHost", "open_bundle", "raise_status"]
 
 _BIG_ENDIAN = sys.byteorder == "big"
 _COPY_CHUNK = 1 << 20  # a bundle file goes into wasm memory 1 MiB at a time
+_OUTPUT_BUDGET = 64 << 20  # result bytes per call before a batch is cut (a sequence may pass it)
 
 # bytes in memory (from Python or a fetch), or a path to a .emb file
 BundleSource = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
@@ -229,7 +230,8 @@ class Engine:
         self._prompts = self._alloc(4 * self.max_tokens)
         self._req = self._alloc(REQUEST.size())
         self._res = self._alloc(OUTPUT.size())
-        self._out = self._alloc(4 * self.max_tokens * max(self.dim, self.hidden_dim))
+        self._out_cap = 4 * self.max_tokens * max(self.dim, self.hidden_dim)
+        self._out = self._alloc(self._out_cap)
         self._text_cap = 1 << 16
         self._text = self._alloc(self._text_cap)
         self._tok_cap = max(4 * self.max_length, 1024)
@@ -383,26 +385,72 @@ class Engine:
         types per sequence (sentence pairs); ``prompt_lengths``: leading prompt tokens per
         sequence (left out of the pooling when the model says include_prompt false);
         ``tokens``: every token's last hidden state instead (``Σ len * hidden_dim * 4`` bytes)."""
+        self.run_into(batch, out, output=Output.TOKENS if tokens else Output.EMBEDDING,
+                      type_ids=type_ids, prompt_lengths=prompt_lengths)
+
+    def row_width(self, output: Output, top_k: int = 0) -> int:
+        """Floats per result row of an ``output`` kind."""
+        widths = {Output.EMBEDDING: self.dim, Output.TOKENS: self.hidden_dim,
+                  Output.SCORES: self.config["n_labels"],
+                  Output.SPARSE: top_k or self.config["vocab_size"]}
+        return int(widths[Output(output)])
+
+    def run_into(
+        self,
+        batch: Sequence[Sequence[int]],
+        out: memoryview,
+        *,
+        output: Output = Output.EMBEDDING,
+        type_ids: Sequence[Sequence[int]] | None = None,
+        prompt_lengths: Sequence[int] | None = None,
+        top_k: int = 0,
+        per_token: bool = False,
+        pooling: int = 0,
+        indices: memoryview | None = None,
+    ) -> None:
+        """One ``emb_context_run`` request kind (edgembed.h) over ``batch``: float32 rows
+        (``row_width`` each) into ``out``, one per sequence, or per token (TOKENS, SPARSE with
+        ``per_token``); SPARSE with ``top_k`` writes the rows' vocabulary ids (int32) into
+        ``indices`` too. Cut into calls of at most max_tokens tokens (and a bounded output);
+        no result depends on the cut. ``pooling``: EMBEDDING's emb_pooling, SPARSE's
+        emb_sparse_pooling (0: the model's)."""
+        head = self.config["head"]
+        if output == Output.SCORES and head != Head.CLASSIFIER:
+            raise EngineError("scores need a bundle with a classification head (a reranker)")
+        if output == Output.SPARSE and head != Head.MLM:
+            raise EngineError("sparse weights need a bundle with a masked-LM head (SPLADE)")
+        if output == Output.SPARSE and not 0 <= top_k <= self.config["vocab_size"]:
+            raise EngineError(f"top_k must be within 0..{self.config['vocab_size']}")
         if type_ids is not None and (len(type_ids) != len(batch) or not self.type_vocab_size):
             raise EngineError("type_ids needs one list per sequence, for a model with token types")
         if prompt_lengths is not None and len(prompt_lengths) != len(batch):
             raise EngineError("prompt_lengths needs one count per sequence")
-        width = 4 * (self.hidden_dim if tokens else self.dim)
-        rows = sum(len(s) for s in batch) if tokens else len(batch)
+        per_tok = output == Output.TOKENS or (output == Output.SPARSE and per_token)
+        width = 4 * self.row_width(output, top_k if output == Output.SPARSE else 0)
+        rows = sum(len(s) for s in batch) if per_tok else len(batch)
         if out.nbytes != rows * width:
             raise EngineError(f"output buffer of {out.nbytes} bytes for {rows} rows")
+        with_indices = output == Output.SPARSE and top_k > 0
+        if with_indices and (indices is None or indices.nbytes != rows * width):
+            raise EngineError(f"indices buffer for {rows} rows of {top_k}")
+        budget = max(_OUTPUT_BUDGET, 4 * self.max_tokens * max(self.dim, self.hidden_dim))
         start = at = 0
         while start < len(batch):
-            end, used = start, 0
-            while end < len(batch) and (end == start or used + len(batch[end]) <= self.max_tokens):
+            end, used, out_rows = start, 0, 0
+            while end < len(batch) and (end == start or (
+                    used + len(batch[end]) <= self.max_tokens
+                    and (out_rows + (len(batch[end]) if per_tok else 1)) * width <= budget)):
                 used += len(batch[end])
+                out_rows += len(batch[end]) if per_tok else 1
                 end += 1
-            n = used if tokens else end - start
-            self._encode_chunk(batch[start:end], out[at * width : (at + n) * width],
-                               None if type_ids is None else type_ids[start:end],
-                               None if prompt_lengths is None else prompt_lengths[start:end],
-                               tokens)
-            start, at = end, at + n
+            span = slice(at * width, (at + out_rows) * width)
+            self._run_chunk(batch[start:end], out[span],
+                            None if type_ids is None else type_ids[start:end],
+                            None if prompt_lengths is None else prompt_lengths[start:end],
+                            int(output), top_k if output == Output.SPARSE else 0,
+                            int(per_token and output == Output.SPARSE), pooling,
+                            indices[span] if with_indices and indices is not None else None)
+            start, at = end, at + out_rows
 
     def encode_rows(self, batch: Sequence[Sequence[int]], **inputs: Any) -> list[array[float]]:
         """``encode_into`` without numpy: one ``array('f')`` per sequence (or token)."""
@@ -414,9 +462,19 @@ class Engine:
             flat.byteswap()
         return [flat[i * d : (i + 1) * d] for i in range(rows)]
 
-    def _encode_chunk(self, seqs: Sequence[Sequence[int]], out: memoryview,
-                      type_ids: Sequence[Sequence[int]] | None, prompts: Sequence[int] | None,
-                      tokens: bool) -> None:
+    def _out_buffer(self, nbytes: int) -> int:
+        """The wasm output buffer, grown to ``nbytes`` when a call needs more."""
+        if nbytes > self._out_cap:
+            self.host.call("emb_free_wasm", self._out)
+            self._out = 0
+            self._out = self._alloc(nbytes)
+            self._out_cap = nbytes
+        return self._out
+
+    def _run_chunk(self, seqs: Sequence[Sequence[int]], out: memoryview,
+                   type_ids: Sequence[Sequence[int]] | None, prompts: Sequence[int] | None,
+                   output: int, top_k: int, per_token: int, pooling: int,
+                   indices: memoryview | None) -> None:
         lens = array("i")
         ids = array("i")
         for s in seqs:
@@ -440,15 +498,20 @@ class Engine:
         request = {"ids": self._ids, "lengths": self._lens, "n_seqs": len(seqs),
                    "type_ids": self._types if type_ids is not None else 0,
                    "prompt_lengths": self._prompts if prompts is not None else 0,
-                   "output": Output.TOKENS if tokens else Output.EMBEDDING,
-                   "pooling": Pooling.MODEL, "normalize": 0, "include_prompt": -1}
+                   "output": output, "pooling": pooling, "normalize": 0, "include_prompt": -1,
+                   "top_k": top_k, "per_token": per_token}
         self._write(self._req, memoryview(REQUEST.pack(request)))
-        cap = (len(ids) * self.hidden_dim) if tokens else len(seqs) * self.dim
-        self._write(self._res, memoryview(OUTPUT.pack({"values": self._out, "values_cap": cap})))
+        cap = out.nbytes // 4
+        values = self._out_buffer(2 * out.nbytes if indices is not None else out.nbytes)
+        idx_ptr = values + out.nbytes if indices is not None else 0
+        self._write(self._res, memoryview(OUTPUT.pack(
+            {"values": values, "values_cap": cap, "indices": idx_ptr})))
         st = self.host.call("emb_context_run_wasm", self._ctx, self._req, self._res)
         if st != Status.OK:
             self._raise(st, "encode")
-        self.host.read_into(self._out, out)
+        self.host.read_into(values, out)
+        if indices is not None:
+            self.host.read_into(idx_ptr, indices)
 
     def close(self) -> None:
         """Free the engine's objects (the module's memory goes with its host)."""

@@ -43,8 +43,9 @@ from ._abi import (
     MODEL_INFO,
     OUTPUT,
     REQUEST,
+    Head,
     Output,
-    Pooling,
+    SparsePooling,
     Status,
     declare,
     pooling_name,
@@ -414,6 +415,64 @@ class NativeBackend:
         type per id (sentence pairs; models with token types); ``prompt_lengths``: leading
         prompt tokens per sequence, left out of the pooling when the model's Pooling module says
         include_prompt false. ``tokens``: the last hidden states (T, hidden_dim) instead."""
+        values, _ = self.run_packed(ids, lengths, output=Output.TOKENS if tokens else
+                                    Output.EMBEDDING, type_ids=type_ids,
+                                    prompt_lengths=prompt_lengths)
+        return values
+
+    def scores(self, batch: Sequence[Sequence[int]], *,
+               type_ids: Sequence[Sequence[int]] | None = None) -> npt.NDArray[np.float32]:
+        """The classification head's logits (n, n_labels) of each sequence (a reranker's
+        query-document pairs: their ids and token types as the tokenizer's pair template
+        gives them). Only for bundles with head "classifier" (``config["head"]``)."""
+        ids, lengths, types = self._pack(batch, type_ids)
+        return self.run_packed(ids, lengths, output=Output.SCORES, type_ids=types)[0]
+
+    def sparse(self, batch: Sequence[Sequence[int]], *,
+               type_ids: Sequence[Sequence[int]] | None = None, top_k: int = 0,
+               per_token: bool = False, pooling: SparsePooling = SparsePooling.MODEL,
+               ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32] | None]:
+        """SPLADE weights from the masked-LM head: per sequence (pooled over its tokens as
+        ``pooling`` says, the model's by default) or per token, every vocabulary entry's
+        (rows, vocab_size) and no indices, or with ``top_k`` the k largest of each row (rows,
+        k) with their vocabulary ids (id −1, weight 0 past a row's nonzero weights). Only for
+        bundles with head "mlm"."""
+        ids, lengths, types = self._pack(batch, type_ids)
+        return self.run_packed(ids, lengths, output=Output.SPARSE, type_ids=types,
+                               top_k=top_k, per_token=per_token, pooling=int(pooling))
+
+    @staticmethod
+    def _pack(batch: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None
+              ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
+                         npt.NDArray[np.int32] | None]:
+        lengths = np.fromiter((len(s) for s in batch), dtype=np.int32, count=len(batch))
+        ids = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int32,
+                          count=int(lengths.sum()))
+        if type_ids is None:
+            return ids, lengths, None
+        if len(type_ids) != len(batch) or any(
+                len(t) != len(s) for t, s in zip(type_ids, batch, strict=True)):
+            raise InputError("type_ids needs one token type per token of each sequence")
+        return ids, lengths, np.fromiter(itertools.chain.from_iterable(type_ids),
+                                         dtype=np.int32, count=ids.size)
+
+    def run_packed(
+        self,
+        ids: npt.NDArray[np.int32],
+        lengths: npt.NDArray[np.int32],
+        *,
+        output: Output = Output.EMBEDDING,
+        type_ids: npt.NDArray[np.int32] | None = None,
+        prompt_lengths: npt.NDArray[np.int32] | None = None,
+        top_k: int = 0,
+        per_token: bool = False,
+        pooling: int = 0,
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32] | None]:
+        """One ``emb_context_run`` request (edgembed.h) over packed sequences, cut into calls
+        of at most ``max_tokens`` tokens (a sequence is never split; no result depends on the
+        cut): (values, indices) with one row per sequence, or per token (TOKENS, SPARSE
+        ``per_token``); indices only for SPARSE with ``top_k``. ``pooling``: EMBEDDING's
+        emb_pooling, SPARSE's emb_sparse_pooling (0: the model's)."""
         ids = np.ascontiguousarray(ids, dtype=np.int32)
         lengths = np.ascontiguousarray(lengths, dtype=np.int32)
         if lengths.ndim != 1 or ids.ndim != 1 or int(lengths.sum()) != ids.size:
@@ -428,11 +487,25 @@ class NativeBackend:
             prompt_lengths = np.ascontiguousarray(prompt_lengths, dtype=np.int32)
             if prompt_lengths.shape != lengths.shape:
                 raise InputError("prompt_lengths must hold one count per sequence")
+        head = int(self.config["head"])
+        if output == Output.SCORES and head != Head.CLASSIFIER:
+            raise InputError("scores need a bundle with a classification head (a reranker)")
+        if output == Output.SPARSE and head != Head.MLM:
+            raise InputError("sparse weights need a bundle with a masked-LM head (SPLADE)")
+        vocab = int(self.config["vocab_size"])
+        if output == Output.SPARSE and not 0 <= top_k <= vocab:
+            raise InputError(f"top_k must be within 0..{vocab} (the vocabulary)")
+        per_tok = output == Output.TOKENS or (output == Output.SPARSE and per_token)
+        width = {Output.EMBEDDING: self.dim, Output.TOKENS: self.hidden_dim,
+                 Output.SCORES: int(self.config["n_labels"]),
+                 Output.SPARSE: top_k or vocab}[Output(output)]
         n = lengths.size
-        result = np.empty((int(ids.size) if tokens else n, self.hidden_dim if tokens else self.dim),
-                          dtype=np.float32)
+        rows_total = int(ids.size) if per_tok else n
+        result = np.empty((rows_total, width), dtype=np.float32)
+        indices = (np.empty((rows_total, width), dtype=np.int32)
+                   if output == Output.SPARSE and top_k else None)
         if n == 0:
-            return result
+            return result, indices
         too_long = lengths > self.max_length
         if too_long.any():
             i = int(np.argmax(too_long))
@@ -444,11 +517,12 @@ class NativeBackend:
                 (prompt_lengths < 0) | (prompt_lengths >= lengths)).any():
             raise InputError("a prompt must leave at least one token of its sequence")
         starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
-        kind = Output.TOKENS if tokens else Output.EMBEDDING
         request = REQUEST.as_ctypes()
         request.output, request.pooling, request.normalize, request.include_prompt = (
-            kind, Pooling.MODEL, 0, -1)
-        output = OUTPUT.as_ctypes()
+            int(output), pooling, 0, -1)
+        request.top_k, request.per_token = (top_k, int(per_token)) if output == Output.SPARSE \
+            else (0, 0)
+        out_struct = OUTPUT.as_ctypes()
         with self._lock:
             if not self._ctx:
                 raise EngineError("this backend is closed")
@@ -458,20 +532,22 @@ class NativeBackend:
                 while last < n and starts[last + 1] - starts[first] <= self.max_tokens:
                     last += 1
                 t0 = int(starts[first])
-                out = result[t0 : int(starts[last])] if tokens else result[first:last]
+                r0, r1 = (t0, int(starts[last])) if per_tok else (first, last)
+                out = result[r0:r1]
                 request.ids = ids.ctypes.data + 4 * t0
                 request.lengths = lengths.ctypes.data + 4 * first
                 request.n_seqs = last - first
                 request.type_ids = None if type_ids is None else type_ids.ctypes.data + 4 * t0
                 request.prompt_lengths = (None if prompt_lengths is None
                                           else prompt_lengths.ctypes.data + 4 * first)
-                output.values, output.values_cap = out.ctypes.data, out.size
+                out_struct.values, out_struct.values_cap = out.ctypes.data, out.size
+                out_struct.indices = None if indices is None else indices[r0:r1].ctypes.data
                 st = self._c.emb_context_run(self._ctx, ctypes.byref(request),
-                                             ctypes.byref(output))
+                                             ctypes.byref(out_struct))
                 if st != Status.OK:
                     self._raise(st, "encode")
                 first = last
-        return result
+        return result, indices
 
     def close(self) -> None:
         """Free the engine's context (and its threads) and model."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import env
+from ._abi import Output, SparsePooling
 from ._engine import BundleSource, Engine, Token
 from ._wasm_files import WASM_FILES, check_variant, find_wasm_dir, read_wasm
 
@@ -125,6 +126,35 @@ class WasmBackend:
         self._engine.encode_into(batch, result.data.cast("B"), type_ids=type_ids,
                                  prompt_lengths=prompt_lengths)
         return result.astype(np.float32, copy=False)
+
+    def scores(self, batch: Sequence[Sequence[int]], *,
+               type_ids: Sequence[Sequence[int]] | None = None) -> npt.NDArray[np.float32]:
+        """The classification head's logits (n, n_labels) of each sequence (numpy); as
+        ``NativeBackend.scores``."""
+        import numpy as np
+
+        e = self._engine
+        result = np.zeros((len(batch), e.row_width(Output.SCORES)), dtype="<f4")
+        e.run_into(batch, result.data.cast("B"), output=Output.SCORES, type_ids=type_ids)
+        return result.astype(np.float32, copy=False)
+
+    def sparse(self, batch: Sequence[Sequence[int]], *,
+               type_ids: Sequence[Sequence[int]] | None = None, top_k: int = 0,
+               per_token: bool = False, pooling: SparsePooling = SparsePooling.MODEL,
+               ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int32] | None]:
+        """SPLADE weights from the masked-LM head (numpy); as ``NativeBackend.sparse``."""
+        import numpy as np
+
+        e = self._engine
+        rows = sum(len(s) for s in batch) if per_token else len(batch)
+        width = e.row_width(Output.SPARSE, top_k)
+        values = np.zeros((rows, width), dtype="<f4")
+        indices = np.zeros((rows, width), dtype="<i4") if top_k else None
+        e.run_into(batch, values.data.cast("B"), output=Output.SPARSE, type_ids=type_ids,
+                   top_k=top_k, per_token=per_token, pooling=int(pooling),
+                   indices=None if indices is None else indices.data.cast("B"))
+        return (values.astype(np.float32, copy=False),
+                None if indices is None else indices.astype(np.int32, copy=False))
 
     def encode_rows(self, batch: Sequence[Sequence[int]],
                     prompt_lengths: Sequence[int] | None = None) -> list[array[float]]:

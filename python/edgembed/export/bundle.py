@@ -75,6 +75,10 @@ MAGIC_PREFIX = b'{"__metadata__":{"edgembed_bundle":"'
 POOLING_MODES = ("cls", "mean", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 DENSE_ACTIVATIONS = ("identity", "tanh")
+HEADS = ("none", "classifier", "mlm")
+CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "tanh", "identity")
+SPARSE_POOLINGS = ("max", "sum")
+SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
 MAX_DENSE = 8
 _NAME_RE = re.compile(r"^[\x20-\x7e]{1,128}$")
 _CRC_PLACEHOLDER = b'"crc32":"00000000"'
@@ -125,6 +129,16 @@ class BundleConfig:
     include_prompt: bool = True
     dense_activations: tuple[str, ...] = ()
     normalize: bool = False
+    # what the model ends with: "none" (the pooled embedding), "classifier" (a reranker's
+    # sequence-classification head) or "mlm" (a masked-LM head for SPLADE)
+    head: str = "none"
+    n_labels: int = 0
+    classifier_pooling: str = "cls"        # or "mean" (ModernBERT's classifier_pooling)
+    classifier_activation: str = "tanh"    # after classifier.dense
+    score_activation: str = "identity"     # a cross-encoder's on the logits (informational)
+    mlm_activation: str = "gelu"           # after mlm.transform
+    sparse_pooling: str = "max"            # or "sum"
+    sparse_activation: str = "relu"        # or "log1p_relu"
     extra: dict[str, str] = field(default_factory=dict)  # not written; reserved for callers
 
     @property
@@ -197,6 +211,22 @@ class BundleConfig:
         for a in self.dense_activations:
             if a not in DENSE_ACTIVATIONS:
                 raise bad(f"Dense activation {a!r} (supported: {', '.join(DENSE_ACTIVATIONS)})")
+        head_choices: list[tuple[str, str, tuple[str, ...]]] = [("head", self.head, HEADS)]
+        if self.head == "classifier":
+            if not 1 <= self.n_labels <= 65536:
+                raise bad(f"n_labels = {self.n_labels} is outside 1..65536")
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", self.score_activation):
+                raise bad(f"score_activation {self.score_activation!r} is not a plain name")
+            head_choices += [("classifier pooling", self.classifier_pooling, ("cls", "mean")),
+                             ("classifier activation", self.classifier_activation,
+                              CLASSIFIER_ACTIVATIONS)]
+        elif self.head == "mlm":
+            head_choices += [("masked-LM activation", self.mlm_activation, ACTIVATIONS),
+                             ("SPLADE pooling", self.sparse_pooling, SPARSE_POOLINGS),
+                             ("SPLADE activation", self.sparse_activation, SPARSE_ACTIVATIONS)]
+        for key, value, choices in head_choices:
+            if value not in choices:
+                raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
 
     def metadata(self) -> dict[str, str]:
         """The configuration's metadata strings, in the order edgembed.h lists them."""
@@ -231,8 +261,17 @@ class BundleConfig:
         })
         for i, a in enumerate(self.dense_activations):
             m[f"dense.{i}.activation"] = a
-        m.update({"normalize": yes(self.normalize), "head": "none",
-                  "quantization": "int8-block32", "weight_layout": "n4k4"})
+        m.update({"normalize": yes(self.normalize), "head": self.head})
+        if self.head == "classifier":
+            m.update({"n_labels": str(self.n_labels),
+                      "classifier.pooling": self.classifier_pooling,
+                      "classifier.activation": self.classifier_activation,
+                      "classifier.score_activation": self.score_activation})
+        elif self.head == "mlm":
+            m.update({"mlm.activation": self.mlm_activation,
+                      "sparse.pooling": self.sparse_pooling,
+                      "sparse.activation": self.sparse_activation})
+        m.update({"quantization": "int8-block32", "weight_layout": "n4k4"})
         return m
 
 
@@ -371,6 +410,39 @@ def bundle_tensors(
         if f"dense.{i}.bias" in weights:
             out.append((f"dense.{i}.bias", _f32(weights, f"dense.{i}.bias", (w.shape[0],))))
         k = int(w.shape[0])
+    if cfg.head == "classifier":
+        out += _classifier_tensors(cfg, weights)
+    elif cfg.head == "mlm":
+        linear("mlm.transform", _f32(weights, "mlm.transform.weight", (c, c)),
+               bias_of("mlm.transform.bias", c, "mlm.transform.bias" in weights))
+        norm("mlm.norm", "mlm.norm")
+        # a tied decoder (no mlm.decoder.weight of its own) is the word embeddings again, packed
+        dec = weights.get("mlm.decoder.weight", weights.get("embeddings.word"))
+        linear("mlm.decoder", _f32({"w": dec} if dec is not None else {}, "w", (v, c)),
+               bias_of("mlm.decoder.bias", v, "mlm.decoder.bias" in weights))
+    return out
+
+
+def _classifier_tensors(cfg: BundleConfig, weights: Mapping[str, npt.NDArray[Any]]
+                        ) -> list[tuple[str, npt.NDArray[Any]]]:
+    """classifier.dense (its own, or BERT's pooler), classifier.norm (ModernBERT's head) and
+    classifier.out, in float32 (one small matrix per sequence, not worth int8)."""
+    c, n = cfg.dim, cfg.n_labels
+    src = next((p for p in ("classifier.dense", "pooler.dense") if p + ".weight" in weights), None)
+    if src is None:
+        raise InvalidModelDir(
+            "the classification head needs a dense layer before its output (classifier.dense "
+            "or BERT's pooler.dense); the weights have neither")
+    out = [("classifier.dense.weight", _f32(weights, src + ".weight", (c, c)))]
+    if src + ".bias" in weights:
+        out.append(("classifier.dense.bias", _f32(weights, src + ".bias", (c,))))
+    if "classifier.norm.weight" in weights:
+        out.append(("classifier.norm.weight", _f32(weights, "classifier.norm.weight", (c,))))
+        if cfg.norm_bias:
+            out.append(("classifier.norm.bias", _f32(weights, "classifier.norm.bias", (c,))))
+    out.append(("classifier.out.weight", _f32(weights, "classifier.out.weight", (n, c))))
+    if "classifier.out.bias" in weights:
+        out.append(("classifier.out.bias", _f32(weights, "classifier.out.bias", (n,))))
     return out
 
 
@@ -538,6 +610,10 @@ def check_bundle(data: bytes | bytearray | memoryview, *, sha256: str | None = N
 _ACTIVATIONS = {Activation.GELU: "gelu", Activation.GELU_TANH: "gelu_tanh",
                 Activation.RELU: "relu"}
 _DENSE = {Activation.IDENTITY: "identity", Activation.TANH: "tanh"}
+_CLASSIFIER = {**_ACTIVATIONS, **_DENSE}
+# transformers' ACT2FN names of the activations the engine has
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                   "gelu_fast": "gelu_tanh", "relu": "relu"}
 # families whose absolute positions skip padding tokens (transformers'
 # create_position_ids_from_input_ids with padding_idx = position_offset - 1)
 _PAD_AWARE = (Family.MPNET, Family.ROBERTA, Family.XLM_ROBERTA, Family.CAMEMBERT)
@@ -550,9 +626,8 @@ def bundle_config(desc: ModelDescription, *, max_length: int | None = None,
     enc = desc.encoder
     where = f"{desc.name}: the engine bundle"
     other = "; run this model with backend='onnx'"
-    if desc.task is not Task.EMBEDDING or desc.pooling is None:
-        raise UnsupportedArchitecture(
-            f"{where} supports embedding models, not {desc.task.value}{other}")
+    if desc.task is Task.EMBEDDING and desc.pooling is None:
+        raise UnsupportedArchitecture(f"{where} needs the model's pooling{other}")
     act = _ACTIVATIONS.get(enc.activation)
     if act is None:
         raise UnsupportedArchitecture(
@@ -572,6 +647,9 @@ def bundle_config(desc: ModelDescription, *, max_length: int | None = None,
             f"max_length {length} must be within 2..{enc.max_positions} (the model's positions)")
     absolute = enc.position_kind is PositionKind.ABSOLUTE
     pattern = "".join("g" if enc.layer_is_global(i) else "l" for i in range(enc.num_layers))
+    head = _head_config(desc, act, where, other)
+    pooling = "+".join(m.value for m in desc.pooling.modes) if desc.pooling else (
+        head.get("classifier_pooling", "cls"))  # a head's bundle: what EMBEDDING output pools
     return BundleConfig(
         name=name or desc.name, family=enc.family.value, dim=enc.hidden_size,
         n_layers=enc.num_layers, n_heads=enc.num_heads, ffn_dim=enc.intermediate_size,
@@ -589,10 +667,47 @@ def bundle_config(desc: ModelDescription, *, max_length: int | None = None,
         final_norm=enc.final_norm, ffn="glu" if enc.ffn_kind is FfnKind.GLU else "mlp",
         activation=act, layer_attention=pattern,
         local_window=enc.local_window // 2 if "l" in pattern else 0,
-        pooling="+".join(m.value for m in desc.pooling.modes),
-        include_prompt=desc.pooling.include_prompt,
-        dense_activations=tuple(dense), normalize=desc.normalize,
+        pooling=pooling, include_prompt=desc.pooling.include_prompt if desc.pooling else True,
+        dense_activations=tuple(dense), normalize=desc.normalize, **head,
     )
+
+
+def _head_config(desc: ModelDescription, act: str, where: str, other: str) -> dict[str, Any]:
+    """BundleConfig's head fields of a reranker (sequence classification) or SPLADE model
+    (masked-LM head); none for an embedding model."""
+    if desc.task is Task.EMBEDDING:
+        return {}
+    head = desc.head
+    family = desc.encoder.family
+    if desc.task is Task.RERANK:
+        cls_act = _CLASSIFIER.get(Activation(head.activation))
+        if cls_act is None or head.pooling not in ("cls", "mean"):
+            raise UnsupportedArchitecture(
+                f"{where} supports classification heads with gelu, gelu_tanh, relu, tanh or no "
+                f"activation on cls or mean pooling, not {head.activation} on "
+                f"{head.pooling!r}{other}")
+        return {"head": "classifier", "n_labels": head.num_labels,
+                "classifier_pooling": head.pooling, "classifier_activation": cls_act,
+                "score_activation": head.score_activation.value}
+    if desc.task is Task.SPARSE:
+        # the transform's activation: BERT's and DistilBERT's are the encoder's (hidden_act,
+        # activation), RoBERTa's, XLM-R's and MPNet's LM heads use exact GELU, ModernBERT's
+        # head its classifier_activation
+        mlm_act = act
+        if family in (Family.ROBERTA, Family.XLM_ROBERTA, Family.CAMEMBERT, Family.MPNET):
+            mlm_act = "gelu"
+        elif family is Family.MODERNBERT:
+            cfg = json.loads((desc.source_dir / "config.json").read_text(encoding="utf-8"))
+            name = str(cfg.get("classifier_activation", "gelu"))
+            mlm_act = _HF_ACTIVATIONS.get(name, "")
+            if not mlm_act:
+                raise UnsupportedArchitecture(
+                    f"{where} supports the masked-LM head's activations gelu, gelu_tanh and "
+                    f"relu, not ModernBERT's classifier_activation {name!r}{other}")
+        return {"head": "mlm", "mlm_activation": mlm_act, "sparse_pooling": head.pooling,
+                "sparse_activation": str(head.activation)}
+    raise UnsupportedArchitecture(f"{where} supports embedding, rerank and sparse models, not "
+                                  f"{desc.task.value}{other}")
 
 
 def write_bundle(
@@ -613,7 +728,6 @@ def write_bundle(
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
     desc = read_model_dir(hf_dir)
     config = bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name)
-    # WordPiece vocabularies are the embedding's rows; Unigram / BPE ones may be fewer (padded)
     v = config.vocab_size
     # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
     streaming = tok_meta["tokenizer"] == "wordpiece" and "tokenizer.normalizers" not in tok_meta
