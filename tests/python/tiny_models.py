@@ -1,9 +1,11 @@
 """The tiny random-weight models of ``tests/fixtures/models/`` and their reference vectors.
 
-The models are made by ``models/tiny/make_tiny_models.py`` with transformers and saved by
-sentence-transformers; ``models/tiny/make_tiny_references.py`` wrote what sentence-transformers
-computes for them into ``tests/fixtures/reference/tiny/<name>.json`` (see
-``tests/fixtures/models/README.md``). Tests of any part of edgembed can use them.
+The models are made by ``models/tiny/make_tiny_models.py`` (embedding models) and
+``make_tiny_heads.py`` (cross-encoders and SPLADE models) with transformers and saved by
+sentence-transformers; ``models/tiny/make_tiny_references.py`` and ``make_head_references.py``
+wrote what sentence-transformers computes for them into
+``tests/fixtures/reference/tiny/<name>.json`` (see ``tests/fixtures/models/README.md``). Tests
+of any part of edgembed can use them.
 """
 
 from __future__ import annotations
@@ -23,9 +25,17 @@ MODELS_DIR = FIXTURES / "models"
 REFERENCE_DIR = FIXTURES / "reference" / "tiny"
 
 
-def names() -> list[str]:
-    """Every tiny model, by name."""
-    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "config.json").is_file())
+def task_of(name: str) -> str:
+    """The model's task, as its ``edgembed_fixture.json`` records it (embedding, rerank or
+    sparse; the models of ``make_tiny_models.py`` are all embedding models)."""
+    about = json.loads((MODELS_DIR / name / "edgembed_fixture.json").read_text(encoding="utf-8"))
+    return str(about.get("task", "embedding"))
+
+
+def names(task: str = "embedding") -> list[str]:
+    """Every tiny model of ``task``, by name."""
+    return sorted(p.name for p in MODELS_DIR.iterdir()
+                  if (p / "config.json").is_file() and task_of(p.name) == task)
 
 
 def model_dir(name: str) -> Path:
@@ -69,3 +79,46 @@ def cosines(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> npt.NDArr
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     return np.asarray(np.sum(a64 * b64, axis=1)
                       / (np.linalg.norm(a64, axis=1) * np.linalg.norm(b64, axis=1)))
+
+
+@dataclass(frozen=True)
+class HeadReference:
+    """sentence-transformers' outputs for a model with a head (``make_head_references.py``).
+
+    Rerank: ``pairs`` (query, document) indices into :func:`texts`, their ``logits`` and
+    ``scores`` (pairs, num_labels), and ``truncation``. Sparse: ``vectors`` (texts, V), dense
+    (zeros where sentence-transformers' sparse vector has no entry)."""
+
+    name: str
+    task: str
+    max_seq_length: int
+    token_counts: list[int]
+    raw: dict[str, Any]
+    pairs: list[tuple[int, int]]
+    logits: npt.NDArray[np.float32] | None
+    scores: npt.NDArray[np.float32] | None
+    vectors: npt.NDArray[np.float32] | None
+
+
+@cache
+def head_reference(name: str, root: Path = REFERENCE_DIR) -> HeadReference:
+    data = json.loads((root / f"{name}.json").read_text(encoding="utf-8"))
+    pairs = [(int(q), int(d)) for q, d in data.get("pairs", [])]
+    logits = scores = vectors = None
+    if data["task"] == "rerank":
+        shape = (len(pairs), int(data["num_labels"]))
+        logits = np.frombuffer(base64.b64decode(data["logits"]), "<f4").reshape(shape)
+        scores = np.frombuffer(base64.b64decode(data["scores"]), "<f4").reshape(shape)
+    else:
+        counts = [int(n) for n in data["nonzeros"]]
+        idx = np.frombuffer(base64.b64decode(data["indices"]), "<i4")
+        val = np.frombuffer(base64.b64decode(data["values"]), "<f4")
+        vectors = np.zeros((len(counts), int(data["dim"])), np.float32)
+        at = 0
+        for i, n in enumerate(counts):
+            vectors[i, idx[at:at + n]] = val[at:at + n]
+            at += n
+    return HeadReference(name=name, task=data["task"],
+                         max_seq_length=int(data["max_seq_length"]),
+                         token_counts=list(data["token_counts"]), raw=data, pairs=pairs,
+                         logits=logits, scores=scores, vectors=vectors)
