@@ -23,13 +23,16 @@ from .errors import InputTooLong, InvalidModelDir
 __all__ = [
     "BOUNDED_FROM",
     "EngineTokenizer",
+    "HFPairTokenizer",
     "HFTokenizer",
+    "PairEncoding",
     "Tokenizer",
     "encode_truncated",
     "load_tokenizer",
     "prefixes",
     "prompt_length",
     "safe_prefix",
+    "truncation_strategy",
 ]
 
 
@@ -145,6 +148,110 @@ class HFTokenizer:
 
     def prompt_length(self, prompt: str) -> int:
         return prompt_length(self._truncating, prompt)
+
+
+# --- pairs (cross-encoders) -----------------------------------------------------------------
+
+_STRATEGIES = {"LongestFirst": "longest_first", "OnlyFirst": "only_first",
+               "OnlySecond": "only_second"}
+
+
+def truncation_strategy(tokenizer_json: Path) -> str:
+    """How the model truncates a pair past its max length: tokenizer.json's ``truncation``
+    strategy when the file sets one (``longest_first``, ``only_first``, ``only_second``), else
+    ``longest_first`` (what sentence-transformers' CrossEncoder and TEI do)."""
+    import json
+
+    try:
+        saved = json.loads(tokenizer_json.read_text(encoding="utf-8")).get("truncation")
+    except (OSError, ValueError) as exc:
+        raise InvalidModelDir(f"{tokenizer_json} cannot be read ({exc})") from None
+    if not isinstance(saved, dict) or saved.get("strategy") is None:
+        return "longest_first"
+    name = saved["strategy"]
+    if name not in _STRATEGIES:
+        raise InvalidModelDir(f"{tokenizer_json}: truncation strategy {name!r} is not one of "
+                              f"{', '.join(_STRATEGIES)}")
+    return _STRATEGIES[name]
+
+
+class PairEncoding(Protocol):
+    ids: list[int]
+    type_ids: list[int]
+
+
+class HFPairTokenizer:
+    """(query, document) pairs → token ids and token types, as a cross-encoder reads them:
+    ``tokenizers``' pair encoding of the model's tokenizer.json (``[CLS] q [SEP] d [SEP]``
+    with types 0 then 1 for BERT, ``<s> q </s></s> d </s>`` for RoBERTa-likes), truncated at
+    ``max_length`` with the model's strategy (:func:`truncation_strategy`), no padding.
+
+    A side longer than ``BOUNDED_FROM * max_length`` characters is tokenized by a bounded
+    prefix when that gives the same ids (see ``encode_truncated``): truncation keeps at most
+    ``max_length`` tokens of each side, and with longest-first it also compares the two sides'
+    lengths, so a pair whose sides are both that long is tokenized whole.
+    """
+
+    def __init__(self, source_dir: Path, max_length: int, *, lowercase: bool = False) -> None:
+        self.max_length = max_length
+        self.strategy = truncation_strategy(source_dir / "tokenizer.json")
+        self._truncating = load_tokenizer(source_dir, max_length, truncate=False,
+                                          lowercase=lowercase)
+        self._truncating.enable_truncation(max_length, strategy=self.strategy)
+        self._full = load_tokenizer(source_dir, max_length, truncate=False, lowercase=lowercase)
+
+    def _side(self, text: str) -> tuple[str, bool]:
+        """(the text or a prefix of it with the same first max_length tokens, whether it is
+        longer than max_length tokens)."""
+        for prefix in prefixes(text, self.max_length):
+            if len(self._full.encode(prefix, add_special_tokens=False).ids) > self.max_length:
+                return prefix, True
+        return text, False
+
+    def encode(
+        self, pairs: list[tuple[str, str]], *, truncate: bool = True, start: int = 0
+    ) -> tuple[list[list[int]], list[list[int]], int]:
+        """(ids, token types, how many pairs were truncated). Without ``truncate`` a pair over
+        max_length raises InputTooLong naming its index (``start`` offsets it), as does a pair
+        whose query alone passes max_length under ``only_second`` truncation."""
+        if not pairs:
+            return [], [], 0
+        if not truncate:
+            encs = self._full.encode_batch(pairs)
+            for i, e in enumerate(encs):
+                if len(e.ids) > self.max_length:
+                    raise InputTooLong(
+                        f"pairs[{start + i}] has {len(e.ids)} tokens, over the model's max "
+                        f"length {self.max_length}; shorten it or score with truncation on")
+            return [e.ids for e in encs], [e.type_ids for e in encs], 0
+        items: list[tuple[str, str]] = []
+        for q, d in pairs:
+            (qp, q_long), (dp, d_long) = self._side(q), self._side(d)
+            both = q_long and d_long and self.strategy == "longest_first"
+            items.append((q, d) if both else (qp, dp))
+        try:
+            encs = self._truncating.encode_batch(items)
+        except Exception:  # tokenizers says only "Truncation error: ..." for the whole batch
+            encs = [self._encode_one(item, start + i) for i, item in enumerate(items)]
+        return ([e.ids for e in encs], [e.type_ids for e in encs],
+                sum(1 for e in encs if e.overflowing))
+
+    def _encode_one(self, pair: tuple[str, str], index: int) -> Any:
+        try:
+            return self._truncating.encode(*pair)
+        except Exception:
+            kept = "query" if self.strategy == "only_second" else "document"
+            raise InputTooLong(
+                f"pairs[{index}]: the {kept} alone leaves no room in the model's "
+                f"{self.max_length} tokens, and the model truncates only the other text of a "
+                f"pair ({self.strategy}); shorten the {kept}") from None
+
+    def count(self, pairs: list[tuple[str, str]], truncate: bool = True) -> list[int]:
+        """Tokens each pair costs the encoder (query and document together, specials
+        included; all of them with ``truncate`` off)."""
+        if not truncate:
+            return [len(e.ids) for e in self._full.encode_batch(pairs)] if pairs else []
+        return [len(ids) for ids in self.encode(pairs, truncate=True)[0]]
 
 
 class EngineTokenizer:

@@ -23,7 +23,7 @@ __all__ = ["MANIFEST_NAME", "Manifest", "Quality", "VariantEntry", "sha256_file"
 MANIFEST_NAME = "edgembed.json"
 FORMAT = 1
 _OPTIONAL = ("family", "prompts", "default_prompt_name", "include_prompt", "do_lower_case",
-             "similarity_fn_name")
+             "similarity_fn_name", "task", "head")
 
 
 def sha256_file(path: Path) -> str:
@@ -37,12 +37,24 @@ def sha256_file(path: Path) -> str:
 
 @dataclass
 class Quality:
-    """Measured against the fp32 export on the calibration corpus."""
+    """Measured against the fp32 export on the calibration corpus.
+
+    Embedding and sparse models: the cosine of each text's vector to fp32's (min, mean), and
+    of a text alone to itself inside length-sorted batches. A cross-encoder's logits are one
+    number per pair, so its cosines are over the whole calibration set's logits at once
+    (``n_texts`` counts the pairs), and ``max_abs_error`` (the largest logit difference) and
+    ``spearman`` (rank correlation of the scores) say more. Sparse models add the top-32
+    overlap (the share of fp32's 32 largest entries of a text that are among the variant's)
+    and ``spearman`` of query-document dot products (export/validate.py)."""
 
     n_texts: int
     min_cosine: float
     mean_cosine: float
     alone_vs_batch_min_cosine: float
+    max_abs_error: float | None = None
+    spearman: float | None = None
+    min_top32_overlap: float | None = None
+    mean_top32_overlap: float | None = None
 
 
 @dataclass
@@ -76,6 +88,11 @@ class Manifest:
     include_prompt: bool = True
     do_lower_case: bool = False
     similarity_fn_name: str = "cosine"
+    # The model's task (embedding, rerank, sparse) and, for the last two, its head as
+    # ``ModelDescription.summary()["head"]`` writes it (labels, activations, SPLADE pooling).
+    # ``dim`` is then the number of labels (rerank) or the vocabulary size (sparse).
+    task: str = "embedding"
+    head: dict[str, Any] = field(default_factory=dict)
 
     @property
     def default_variant(self) -> str:

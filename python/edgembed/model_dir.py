@@ -249,11 +249,23 @@ class DenseModule:
 @dataclass(frozen=True)
 class Head:
     """What sits on the encoder. ``NONE`` for embedding models (pooling, Dense and Normalize
-    are described apart). ``CLASSIFICATION``: ``num_labels`` logits from the first token
-    (``pooling`` "cls") or the mean (ModernBERT's ``classifier_pooling`` "mean"), through
-    ``activation`` in the head; ``score_activation`` is what a cross-encoder applies to the
-    logits (sigmoid for one label). ``MLM``: vocabulary logits per token, pooled by
-    ``pooling`` ("max" or "sum") after ``activation`` ("relu" or "log1p_relu") for SPLADE."""
+    are described apart).
+
+    ``CLASSIFICATION`` (a cross-encoder): ``num_labels`` logits from the first token
+    (``pooling`` "cls") or the mean over the sequence (ModernBERT's ``classifier_pooling``
+    "mean"), through ``activation`` inside the head (tanh for BERT's pooler and RoBERTa's dense
+    layer, relu for DistilBERT, ModernBERT's ``classifier_activation``); ``score_activation``
+    is what the cross-encoder applies to the logits to make its scores (sigmoid for one label
+    unless the model says otherwise); ``labels`` are ``id2label`` in id order.
+
+    ``MLM`` (SPLADE): vocabulary logits per token, turned into one vector per text by
+    ``pooling`` ("max" or "sum" over the text's tokens) of ``activation``: "relu" is
+    log(1 + relu(x)), "log1p_relu" log(1 + log(1 + relu(x))) (sentence-transformers'
+    SpladePooling). ``max_active_dims``: keep only that many largest entries (None: all).
+    ``transform_activation``: the activation of the masked-LM head's dense layer (BERT's and
+    DistilBERT's hidden activation, GELU for RoBERTa-likes and MPNet, ModernBERT's
+    ``classifier_activation``).
+    """
 
     kind: HeadKind = HeadKind.NONE
     num_labels: int = 0
@@ -261,6 +273,8 @@ class Head:
     pooling: str = ""
     activation: Activation | str = Activation.IDENTITY
     score_activation: Activation = Activation.IDENTITY
+    max_active_dims: int | None = None
+    transform_activation: Activation = Activation.GELU  # the MLM head's dense layer
 
 
 @dataclass(frozen=True)
@@ -353,7 +367,16 @@ class ModelDescription:
             "default_prompt_name": self.default_prompt_name,
             "similarity_fn_name": self.similarity_fn_name.value,
             "tokenizer": self.tokenizer.kind.value,
+            **({"head": self._head_summary()} if self.head.kind is not HeadKind.NONE else {}),
         }
+
+    def _head_summary(self) -> dict[str, Any]:
+        h = self.head
+        if h.kind is HeadKind.CLASSIFICATION:
+            return {"kind": h.kind.value, "num_labels": h.num_labels, "labels": list(h.labels),
+                    "pooling": h.pooling, "score_activation": h.score_activation.value}
+        return {"kind": h.kind.value, "pooling": h.pooling, "activation": str(h.activation),
+                "max_active_dims": h.max_active_dims}
 
 
 # --- small readers -----------------------------------------------------------------------------
@@ -793,26 +816,55 @@ def _module_kind(path: Path, entry: Any, i: int) -> tuple[str, str]:
     return kind, sub
 
 
-def _read_sentence_bert_config(path: Path) -> _Fields:
+# What sentence_bert_config.json says of the Transformer module, per task: its transformer
+# task, the model output it reads and the feature it writes (sentence-transformers >= 5.4).
+_TRANSFORMER_TASKS = {
+    "feature-extraction": ("last_hidden_state", "token_embeddings"),
+    "sequence-classification": ("logits", "scores"),
+    "fill-mask": ("logits", "token_embeddings"),
+}
+
+
+def _read_sentence_bert_config(path: Path) -> tuple[_Fields, str]:
+    """The file's fields and its transformer task (``feature-extraction`` when it names none,
+    as sentence-transformers assumes)."""
     f = _Fields(path, _read_json(path) if path.is_file() else {})
-    expect = {"transformer_task": "feature-extraction", "module_output_name": "token_embeddings"}
-    for key, value in expect.items():
-        if f.str(key, value) != value:
-            raise UnsupportedArchitecture(f"{path}: field {key!r} is {f.str(key)!r}; "
-                                          f"supported: {value!r}")
+    task = f.str("transformer_task", "feature-extraction")
+    if task not in _TRANSFORMER_TASKS:
+        raise UnsupportedArchitecture(f"{path}: field 'transformer_task' is {task!r}; "
+                                      f"supported: {', '.join(_TRANSFORMER_TASKS)}")
+    method_output, module_output = _TRANSFORMER_TASKS[task]
+    if f.str("module_output_name", module_output) != module_output:
+        raise UnsupportedArchitecture(f"{path}: field 'module_output_name' is "
+                                      f"{f.str('module_output_name')!r}; supported with "
+                                      f"transformer_task {task!r}: {module_output!r}")
     mc = f.data.get("modality_config")
     if mc is not None and mc != {"text": {"method": "forward",
-                                          "method_output_name": "last_hidden_state"}}:
+                                          "method_output_name": method_output}}:
         raise UnsupportedArchitecture(
             f"{path}: field 'modality_config' is {mc!r}; supported: text through the "
-            "encoder's forward (last_hidden_state)"
+            f"encoder's forward ({method_output})"
         )
-    return f
+    return f, task
 
 
-def _read_st_config(path: Path) -> tuple[dict[str, str], str | None, Similarity]:
+@dataclass(frozen=True)
+class _StConfig:
+    """config_sentence_transformers.json."""
+
+    prompts: dict[str, str]
+    default_prompt_name: str | None
+    similarity: Similarity | None  # None: the file names none
+    model_type: str
+    fields: _Fields
+
+
+_ST_MODEL_TYPES = ("SentenceTransformer", "SparseEncoder", "CrossEncoder")
+
+
+def _read_st_config(path: Path) -> _StConfig:
     if not path.is_file():
-        return {}, None, Similarity.COSINE
+        return _StConfig({}, None, None, "", _Fields(path, {}))
     f = _Fields(path, _read_json(path))
     raw = f.data.get("prompts") or {}
     if not isinstance(raw, dict) or not all(
@@ -824,20 +876,23 @@ def _read_st_config(path: Path) -> tuple[dict[str, str], str | None, Similarity]
             f"{path}: field 'default_prompt_name' is {default!r}, which is not one of its "
             f"prompts ({', '.join(sorted(raw)) or 'none'})"
         )
-    sim = f.data.get("similarity_fn_name") or "cosine"
-    try:
-        similarity = Similarity(sim)
-    except ValueError:
+    sim = f.data.get("similarity_fn_name")
+    similarity: Similarity | None = None
+    if sim is not None:
+        try:
+            similarity = Similarity(sim)
+        except ValueError:
+            raise UnsupportedArchitecture(
+                f"{path}: field 'similarity_fn_name' is {sim!r}; supported: "
+                f"{', '.join(s.value for s in Similarity)}"
+            ) from None
+    model_type = f.str("model_type", "")
+    if model_type and model_type not in _ST_MODEL_TYPES:
         raise UnsupportedArchitecture(
-            f"{path}: field 'similarity_fn_name' is {sim!r}; supported: "
-            f"{', '.join(s.value for s in Similarity)}"
-        ) from None
-    model_type = f.str("model_type", "SentenceTransformer")
-    if model_type not in ("SentenceTransformer", "SparseEncoder", "CrossEncoder"):
-        raise UnsupportedArchitecture(
-            f"{path}: field 'model_type' is {model_type!r}; supported: SentenceTransformer"
+            f"{path}: field 'model_type' is {model_type!r}; supported: "
+            f"{', '.join(_ST_MODEL_TYPES)}"
         )
-    return dict(raw), default, similarity
+    return _StConfig(dict(raw), default, similarity, model_type, f)
 
 
 def _read_tokenizer(source: Path) -> tuple[TokenizerInfo, int | None]:
@@ -878,64 +933,165 @@ def _read_tokenizer(source: Path) -> tuple[TokenizerInfo, int | None]:
                          max_token_id=top), model_max
 
 
-def _read_head(f: _Fields, enc: EncoderConfig, archs: tuple[str, ...], source: Path,
-               modules: list[tuple[str, str]]) -> tuple[Task, Head]:
+_SPLADE_KEYS = ("pooling_strategy", "activation_function", "embedding_dimension",
+                "word_embedding_dimension", "chunk_size")
+
+
+def _score_activation(cfg: _Fields, st: _StConfig, n_labels: int) -> Activation:
+    """What a cross-encoder applies to its logits, where sentence-transformers looks for it:
+    ``activation_fn`` in config_sentence_transformers.json (version 5.4 on), else
+    ``sentence_transformers.activation_fn`` in config.json (versions 4 to 5.3), else
+    ``sbert_ce_default_activation_function`` there (older), else sigmoid for one label and
+    identity for more (its default)."""
+    found: tuple[Path, str, Any] | None = None
+    if st.fields.has("activation_fn"):
+        found = (st.fields.path, "activation_fn", st.fields.data["activation_fn"])
+    else:
+        legacy = cfg.data.get("sentence_transformers")
+        if isinstance(legacy, dict) and legacy.get("activation_fn") is not None:
+            found = (cfg.path, "sentence_transformers.activation_fn", legacy["activation_fn"])
+        elif cfg.has("sbert_ce_default_activation_function"):
+            found = (cfg.path, "sbert_ce_default_activation_function",
+                     cfg.data["sbert_ce_default_activation_function"])
+    if found is None:
+        return Activation.SIGMOID if n_labels == 1 else Activation.IDENTITY
+    where, key, name = found
+    if not isinstance(name, str) or name not in _DENSE_ACTIVATIONS:
+        raise UnsupportedArchitecture(
+            f"{where}: field {key!r} is {name!r}; supported: {', '.join(_DENSE_ACTIVATIONS)}")
+    return _DENSE_ACTIVATIONS[name]
+
+
+def _read_splade(path: Path, vocab_size: int) -> tuple[str, str]:
+    p = _Fields(path, _read_json(path))
+    for key in p.data:
+        if key not in _SPLADE_KEYS:
+            raise UnsupportedArchitecture(
+                f"{path}: field {key!r} is not a SpladePooling option edgembed knows "
+                f"(known: {', '.join(_SPLADE_KEYS)})")
+    strategy = p.str("pooling_strategy", "max")
+    act = p.str("activation_function", "relu")
+    if strategy not in ("max", "sum") or act not in ("relu", "log1p_relu"):
+        raise UnsupportedArchitecture(
+            f"{path}: SPLADE pooling {strategy!r} / activation {act!r}; supported: max or sum, "
+            "relu or log1p_relu")
+    for key in ("embedding_dimension", "word_embedding_dimension"):
+        if p.has(key) and p.int(key) != vocab_size:
+            raise InvalidModelDir(f"{path}: field {key!r} is {p.int(key)}, but the vocabulary "
+                                  f"(config.json vocab_size) has {vocab_size} entries")
+    p.int("chunk_size", 0)  # memory only: the result does not depend on it
+    return strategy, act
+
+
+def _mlm_activation(cfg: _Fields, enc: EncoderConfig) -> Activation:
+    """The activation of the masked-LM head's dense layer, as transformers builds each head."""
+    if enc.family in (Family.BERT, Family.DISTILBERT):
+        return enc.activation  # BertPredictionHeadTransform, DistilBERT's vocab_transform
+    if enc.family is Family.MODERNBERT:
+        return _activation(cfg, "classifier_activation", "gelu")
+    return Activation.GELU  # RobertaLMHead, MPNetLMHead: exact GELU whatever hidden_act says
+
+
+def _read_head(cfg: _Fields, enc: EncoderConfig, archs: tuple[str, ...], source: Path,
+               modules: list[tuple[str, str]], sb_task: str, st: _StConfig,
+               task_hint: Task | None) -> tuple[Task, Head, list[str]]:
+    """The model's task and head, and the extra files they were read from.
+
+    Sparse: modules Transformer (transformer_task fill-mask) or the legacy MLMTransformer,
+    then SpladePooling; or, when the caller knows the model is sparse (``task_hint``, a catalog
+    entry), a bare ``*ForMaskedLM`` checkpoint, which sentence-transformers' SparseEncoder
+    reads as max pooling of log(1 + relu). Rerank: a ``*ForSequenceClassification`` checkpoint
+    without modules.json (cross-encoders before sentence-transformers 5.4), or one Transformer
+    module whose transformer_task is sequence-classification.
+    """
     kinds = [k for k, _ in modules]
-    if "SpladePooling" in kinds or "MLMTransformer" in kinds:
-        if kinds != ["MLMTransformer", "SpladePooling"]:
+    mod_path = source / "modules.json"
+    is_mlm = any(a.endswith("ForMaskedLM") for a in archs)
+    is_cls = any(a.endswith("ForSequenceClassification") for a in archs)
+    if "SpladePooling" in kinds or "MLMTransformer" in kinds or sb_task == "fill-mask":
+        if (len(kinds) != 2 or kinds[0] not in ("Transformer", "MLMTransformer")
+                or kinds[1] != "SpladePooling"):
             raise UnsupportedArchitecture(
-                f"{source / 'modules.json'}: sparse encoder modules {kinds}; supported: "
-                "MLMTransformer, SpladePooling"
-            )
+                f"{mod_path}: sparse encoder modules {', '.join(kinds) or 'none'}; supported: "
+                "Transformer (fill-mask) or MLMTransformer, then SpladePooling")
+        if kinds[0] == "Transformer" and sb_task != "fill-mask":
+            raise UnsupportedArchitecture(
+                f"{source / 'sentence_bert_config.json'}: transformer_task is {sb_task!r}; a "
+                "SpladePooling model's Transformer is 'fill-mask'")
+        if modules[0][1] not in ("", "."):
+            raise UnsupportedArchitecture(
+                f"{mod_path}: the Transformer module lives in {modules[0][1]!r}; supported: "
+                "the model directory itself")
         pool_path = source / modules[1][1] / "config.json"
-        p = _Fields(pool_path, _read_json(pool_path))
-        strategy = p.str("pooling_strategy", "max")
-        splade_act = p.str("activation_function", "relu")
-        if strategy not in ("max", "sum") or splade_act not in ("relu", "log1p_relu"):
+        strategy, splade_act = _read_splade(pool_path, enc.vocab_size)
+        if not is_mlm:
             raise UnsupportedArchitecture(
-                f"{pool_path}: SPLADE pooling {strategy!r} / activation {splade_act!r}; "
-                "supported: max or sum, relu or log1p_relu"
-            )
-        return Task.SPARSE, Head(kind=HeadKind.MLM, pooling=strategy, activation=splade_act)
-    if not modules and any(a.endswith("ForSequenceClassification") for a in archs):
-        labels_raw = f.data.get("id2label") or {}
+                f"{cfg.path}: SPLADE pooling needs a masked-LM checkpoint (*ForMaskedLM); "
+                f"architectures are {', '.join(archs) or 'not named'}")
+        top = st.fields.int("max_active_dims", 0, minimum=1) or None
+        return (Task.SPARSE, Head(kind=HeadKind.MLM, pooling=strategy, activation=splade_act,
+                                  max_active_dims=top,
+                                  transform_activation=_mlm_activation(cfg, enc)),
+                [str(pool_path.relative_to(source))])
+    if not modules and is_mlm and task_hint is Task.SPARSE:
+        return Task.SPARSE, Head(kind=HeadKind.MLM, pooling="max", activation="relu",
+                                 transform_activation=_mlm_activation(cfg, enc)), []
+    if sb_task == "sequence-classification" or (not modules and is_cls) or (
+            st.model_type == "CrossEncoder"):
+        if modules and kinds != ["Transformer"]:
+            raise UnsupportedArchitecture(
+                f"{mod_path}: cross-encoder modules {', '.join(kinds)}; supported: one "
+                "Transformer (transformer_task sequence-classification)")
+        if modules and modules[0][1] not in ("", "."):
+            raise UnsupportedArchitecture(
+                f"{mod_path}: the Transformer module lives in {modules[0][1]!r}; supported: "
+                "the model directory itself")
+        if not is_cls:
+            raise UnsupportedArchitecture(
+                f"{cfg.path}: a cross-encoder needs a sequence-classification checkpoint "
+                f"(*ForSequenceClassification); architectures are "
+                f"{', '.join(archs) or 'not named'}")
+        labels_raw = cfg.data.get("id2label") or {}
         if not isinstance(labels_raw, dict):
-            raise InvalidModelDir(f"{f.path}: field 'id2label' should be an object")
-        n = f.int("num_labels", len(labels_raw) or 2, minimum=1)
+            raise InvalidModelDir(f"{cfg.path}: field 'id2label' should be an object")
+        n = cfg.int("num_labels", len(labels_raw) or 2, minimum=1)
         try:
             labels = tuple(str(labels_raw[k]) for k in sorted(labels_raw, key=int))
         except ValueError:
-            raise InvalidModelDir(f"{f.path}: field 'id2label' keys should be integers") from None
-        st_cfg = f.data.get("sentence_transformers") or {}
-        score = Activation.SIGMOID if n == 1 else Activation.IDENTITY
-        if isinstance(st_cfg, dict) and "activation_fn" in st_cfg:
-            name = str(st_cfg["activation_fn"])
-            if name not in _DENSE_ACTIVATIONS:
-                raise UnsupportedArchitecture(
-                    f"{f.path}: field 'sentence_transformers.activation_fn' is {name!r}; "
-                    f"supported: {', '.join(_DENSE_ACTIVATIONS)}"
-                )
-            score = _DENSE_ACTIVATIONS[name]
+            raise InvalidModelDir(f"{cfg.path}: field 'id2label' keys should be integers") from None
+        if labels and len(labels) != n:
+            raise InvalidModelDir(f"{cfg.path}: id2label names {len(labels)} labels but "
+                                  f"num_labels is {n}")
+        score = _score_activation(cfg, st, n)
         if enc.family is Family.MODERNBERT:
-            pooling = f.str("classifier_pooling", "cls")
-            act: Activation | str = _activation(f, "classifier_activation", "gelu")
+            pooling = cfg.str("classifier_pooling", "cls")
+            act: Activation | str = _activation(cfg, "classifier_activation", "gelu")
         elif enc.family is Family.DISTILBERT:
             pooling, act = "cls", Activation.RELU
         else:
             pooling, act = "cls", Activation.TANH
         if pooling not in ("cls", "mean"):
             raise UnsupportedArchitecture(
-                f"{f.path}: field 'classifier_pooling' is {pooling!r}; supported: cls, mean")
+                f"{cfg.path}: field 'classifier_pooling' is {pooling!r}; supported: cls, mean")
         return Task.RERANK, Head(kind=HeadKind.CLASSIFICATION, num_labels=n, labels=labels,
-                                 pooling=pooling, activation=act, score_activation=score)
-    return Task.EMBEDDING, Head()
+                                 pooling=pooling, activation=act, score_activation=score), []
+    if sb_task != "feature-extraction":
+        raise UnsupportedArchitecture(
+            f"{source / 'sentence_bert_config.json'}: transformer_task {sb_task!r} with "
+            f"modules {', '.join(kinds)}; supported: feature-extraction (embeddings), "
+            "sequence-classification (cross-encoders), fill-mask with SpladePooling (sparse)")
+    return Task.EMBEDDING, Head(), []
 
 
-def read_model_dir(path: str | Path, name: str | None = None) -> ModelDescription:
+def read_model_dir(path: str | Path, name: str | None = None, *,
+                   task: Task | None = None) -> ModelDescription:
     """Describe the model in directory ``path`` (see the module docstring for its files).
 
-    ``name`` defaults to the directory's name, lower-cased. Reads the JSON files (tokenizer.json
-    included), never the weights: ``load_weights`` does that.
+    ``name`` defaults to the directory's name, lower-cased. ``task``: what the caller knows the
+    model to be (a catalog entry's task), for the one case the files leave open: a bare
+    ``*ForMaskedLM`` checkpoint is a SPLADE model when ``task`` is sparse, an embedding model
+    (mean pooling, as sentence-transformers wraps it) otherwise. Reads the JSON files
+    (tokenizer.json included), never the weights: ``load_weights`` does that.
     """
     source = Path(path).expanduser()
     if not source.is_dir():
@@ -971,7 +1127,17 @@ def read_model_dir(path: str | Path, name: str | None = None) -> ModelDescriptio
         files.append("modules.json")
         entries = _read_json(mod_path, want=list)
         modules = [_module_kind(mod_path, e, i) for i, e in enumerate(entries)]
-    task, head = _read_head(cfg, enc, archs, source, modules)
+    sb_path = source / "sentence_bert_config.json"
+    sb, sb_task = _read_sentence_bert_config(sb_path)
+    if sb_path.is_file():
+        files.append(sb_path.name)
+    st_path = source / "config_sentence_transformers.json"
+    st = _read_st_config(st_path)
+    if st_path.is_file():
+        files.append(st_path.name)
+    task_read, head, head_files = _read_head(cfg, enc, archs, source, modules, sb_task, st, task)
+    task = task_read
+    files += head_files
     pooling: PoolingConfig | None = None
     dense: list[DenseModule] = []
     normalize = False
@@ -1019,10 +1185,10 @@ def read_model_dir(path: str | Path, name: str | None = None) -> ModelDescriptio
                                     "'sentence_embedding'")
                         files.append(str(ncfg.relative_to(source)))
 
-    sb_path = source / "sentence_bert_config.json"
-    sb = _read_sentence_bert_config(sb_path)
-    if sb_path.is_file():
-        files.append(sb_path.name)
+    if task is Task.RERANK:
+        output_dim = head.num_labels
+    elif task is Task.SPARSE:
+        output_dim = enc.vocab_size
     # max_seq_length: sentence_bert_config.json, else (sentence-transformers >= 5 keeps it
     # there) tokenizer_config.json's model_max_length; never more than the usable positions.
     if sb.has("max_seq_length"):
@@ -1034,10 +1200,8 @@ def read_model_dir(path: str | Path, name: str | None = None) -> ModelDescriptio
     max_len = min(max_len, enc.max_positions)
     if max_len < 2:
         raise InvalidModelDir(f"{source}: max_seq_length {max_len} leaves no room for text")
-    st_path = source / "config_sentence_transformers.json"
-    prompts, default_prompt, similarity = _read_st_config(st_path)
-    if st_path.is_file():
-        files.append(st_path.name)
+    # sentence-transformers' default similarity: dot product for sparse vectors, else cosine
+    similarity = st.similarity or (Similarity.DOT if task is Task.SPARSE else Similarity.COSINE)
 
     return ModelDescription(
         name=(name or source.resolve().name).lower(),
@@ -1052,8 +1216,8 @@ def read_model_dir(path: str | Path, name: str | None = None) -> ModelDescriptio
         output_dim=output_dim,
         max_seq_length=max_len,
         do_lower_case=sb.bool("do_lower_case", False),
-        prompts=MappingProxyType(dict(prompts)),
-        default_prompt_name=default_prompt,
+        prompts=MappingProxyType(dict(st.prompts)),
+        default_prompt_name=st.default_prompt_name,
         similarity_fn_name=similarity,
         tokenizer=tokenizer,
         weights_path=source / "model.safetensors",
@@ -1289,6 +1453,35 @@ def _optional_shapes(desc: ModelDescription) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _head_shapes(desc: ModelDescription, present: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The head tensors a rerank or sparse model must have (biases where its family has them,
+    or, for ModernBERT's optional ones, where the checkpoint carries them)."""
+    e = desc.encoder
+    c = e.hidden_size
+    fam = e.family
+    want: dict[str, tuple[int, ...]] = {}
+
+    def add(name: str, shape: tuple[int, ...], bias: bool | None = True) -> None:
+        want[name + ".weight"] = shape
+        if bias or (bias is None and name + ".bias" in present):
+            want[name + ".bias"] = (shape[0],)
+
+    modern = fam is Family.MODERNBERT
+    if desc.task is Task.RERANK:
+        if fam is Family.BERT:
+            add("pooler.dense", (c, c))
+        else:
+            add("classifier.dense", (c, c), None if modern else True)
+        if modern:
+            add("classifier.norm", (c,), e.norm_bias)
+        add("classifier.out", (desc.head.num_labels, c))
+    elif desc.task is Task.SPARSE:
+        add("mlm.transform", (c, c), None if modern else True)
+        add("mlm.norm", (c,), e.norm_bias if modern else True)
+        add("mlm.decoder", (e.vocab_size, c), None if modern else True)
+    return want
+
+
 def load_weights(desc: ModelDescription) -> dict[str, F32]:
     """The model's weights as float32 arrays under the canonical names (docs/architectures.md).
 
@@ -1342,7 +1535,7 @@ def load_weights(desc: ModelDescription) -> dict[str, F32]:
     if "mlm.decoder.weight" not in out and mlm and "embeddings.word" in out:
         out["mlm.decoder.weight"] = out["embeddings.word"]  # tied to the word embeddings
 
-    want = _expected_shapes(desc)
+    want = _expected_shapes(desc) | _head_shapes(desc, out)
     for canon, shape in want.items():
         if canon not in out:
             raise InvalidModelDir(

@@ -230,6 +230,9 @@ def check_catalog_entry(
                     max_seq_length=spec.max_seq_length)
         found.update(dim=desc.output_dim, pooling=modes[0] if len(modes) == 1 else modes,
                      normalize=desc.normalize, max_seq_length=desc.max_seq_length)
+    else:  # dim: a cross-encoder's labels, a SPLADE model's vocabulary
+        said.update(dim=spec.dim, max_seq_length=spec.max_seq_length)
+        found.update(dim=desc.output_dim, max_seq_length=desc.max_seq_length)
     wrong = [f"{k}: catalog {_show(said[k])}, files {_show(found[k])}" for k in said
              if said[k] != found[k]]
     if not wrong:
@@ -374,7 +377,7 @@ def _copy_model_files(src: Path, dst: Path, spec: ModelSpec) -> None:
     present = [p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file()]
     named: set[str] = set()
     with contextlib.suppress(EdgembedError):  # a broken directory is reported by the checks
-        named = set(read_model_dir(src, spec.name).files)  # Dense modules, prompts, ...
+        named = set(read_model_dir(src, spec.name, task=spec.task).files)  # Dense, prompts, …
     for rel in sorted(set(_select(present, spec)) | (named & set(present))):
         _place(src / rel, dst / rel)
 
@@ -694,7 +697,8 @@ def pull(
             if adhoc:
                 spec = _hub_spec(hub_record.get("repo_id", spec.name), asked_revision, tmp)
             elif local is None:
-                check_catalog_entry(spec, read_model_dir(tmp, spec.name), progress)
+                check_catalog_entry(spec, read_model_dir(tmp, spec.name, task=spec.task),
+                                    progress)
             elif not spec.files:
                 spec_from_hf_dir(tmp, spec.name)  # what was copied is still a model directory
             (tmp / FILES_RECORD).write_text(json.dumps(digests, indent=1), encoding="utf-8")

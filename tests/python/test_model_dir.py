@@ -480,7 +480,8 @@ def test_max_seq_length_sources(tmp_path: Path) -> None:
     assert read_model_dir(make_model(tmp_path / "e", sentence_bert=False)).max_seq_length == 32
     lower = make_model(tmp_path / "f", sentence_bert={"max_seq_length": 8, "do_lower_case": True})
     assert read_model_dir(lower).do_lower_case
-    with pytest.raises(UnsupportedArchitecture, match="'transformer_task' is 'fill-mask'"):
+    with pytest.raises(UnsupportedArchitecture,
+                       match="Transformer \\(fill-mask\\) or MLMTransformer, then SpladePooling"):
         read_model_dir(make_model(tmp_path / "g", sentence_bert={"transformer_task": "fill-mask"}))
     with pytest.raises(InvalidModelDir, match="'max_seq_length' should be an integer"):
         read_model_dir(make_model(tmp_path / "h", sentence_bert={"max_seq_length": "long"}))

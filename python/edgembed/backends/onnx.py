@@ -16,7 +16,9 @@ import numpy.typing as npt
 
 from ..errors import BackendUnavailable
 
-__all__ = ["OnnxBackend", "cuda_available", "pad_batch"]
+__all__ = ["OUTPUTS", "OnnxBackend", "cuda_available", "pad_batch"]
+
+OUTPUTS = ("pooled", "logits", "sparse_embedding")  # by task: embedding, rerank, sparse
 
 
 def pad_batch(
@@ -101,20 +103,38 @@ class OnnxBackend:
         self.device_id = device_id
         self.model_path = Path(model_path)
         out = {o.name: o for o in self.session.get_outputs()}
-        self.dim = int(out["pooled"].shape[-1])
+        # The model's per-text output: an embedding model's pooled vector (not normalized), a
+        # cross-encoder's logits or a SPLADE model's sparse vector (export/graph.py).
+        self.output = next((n for n in OUTPUTS if n in out), None)
+        if self.output is None:
+            raise BackendUnavailable(f"{model_path} is not an edgembed model: it has none of "
+                                     f"the outputs {', '.join(OUTPUTS)}; re-export it")
+        self.dim = int(out[self.output].shape[-1])
+        inputs = {i.name for i in self.session.get_inputs()}
         # A model whose pooling leaves the prompt out takes each text's prompt length.
-        self.takes_prompt_length = any(i.name == "prompt_length"
-                                       for i in self.session.get_inputs())
+        self.takes_prompt_length = "prompt_length" in inputs
+        # A BERT cross-encoder reads the document's tokens as type 1.
+        self.takes_token_types = "token_type_ids" in inputs
 
     def encode(
-        self, batch: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None
+        self, batch: Sequence[Sequence[int]], prompt_lengths: Sequence[int] | None = None,
+        token_types: Sequence[Sequence[int]] | None = None,
     ) -> npt.NDArray[np.float32]:
-        """Pooled vectors; ``prompt_lengths`` (tokens of each text's prompt, its leading
-        special token included) matter only to a model that pools without the prompt."""
+        """Pooled vectors (or logits, or sparse vectors: ``output``); ``prompt_lengths``
+        (tokens of each text's prompt, its leading special token included) matter only to a
+        model that pools without the prompt, ``token_types`` (one per token) only to a
+        cross-encoder that takes them (else they are 0)."""
         if not batch:
             return np.zeros((0, self.dim), dtype=np.float32)
         ids, mask = pad_batch(batch)
         feeds = {"input_ids": ids, "attention_mask": mask}
+        if self.takes_token_types:
+            types = np.zeros_like(ids)
+            for i, seq in enumerate(token_types or ()):
+                if len(seq) != len(batch[i]):
+                    raise ValueError(f"{len(seq)} token types for {len(batch[i])} tokens")
+                types[i, : len(seq)] = seq
+            feeds["token_type_ids"] = types
         if self.takes_prompt_length:
             lengths = prompt_lengths if prompt_lengths is not None else [0] * len(batch)
             if len(lengths) != len(batch):
@@ -122,7 +142,7 @@ class OnnxBackend:
             feeds["prompt_length"] = np.asarray(lengths, dtype=np.int64)
         if self.device == "cuda":
             return self._encode_bound(feeds)
-        (pooled,) = self.session.run(["pooled"], feeds)
+        (pooled,) = self.session.run([self.output], feeds)
         return np.asarray(pooled, dtype=np.float32)
 
     def _encode_bound(self, feeds: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.float32]:
@@ -130,7 +150,7 @@ class OnnxBackend:
         binding = self.session.io_binding()
         for name, value in feeds.items():
             binding.bind_cpu_input(name, value)
-        binding.bind_output("pooled", "cuda", self.device_id)
+        binding.bind_output(self.output, "cuda", self.device_id)
         self.session.run_with_iobinding(binding)
         (pooled,) = binding.copy_outputs_to_cpu()
         return np.asarray(pooled, dtype=np.float32)

@@ -20,7 +20,7 @@ from ..errors import InputError, UnsupportedArchitecture
 from ..manifest import Manifest, VariantEntry
 from ..model_dir import ModelDescription, load_weights, read_model_dir
 from ..sources import PulledModel, pull, sha256_file
-from .validate import calibration_texts, embed_alone, measure_quality
+from .validate import Probe
 from .variants import VARIANTS, Variant, build_variant
 
 __all__ = ["DEFAULT_VARIANTS", "describe_pulled", "export_bundle", "export_model",
@@ -63,7 +63,7 @@ def describe_pulled(pulled: PulledModel) -> ModelDescription:
     """The description of a pulled model's source files, checked against its catalog entry."""
     from ..sources import check_catalog_entry
 
-    desc = read_model_dir(pulled.source_dir, pulled.spec.name)
+    desc = read_model_dir(pulled.source_dir, pulled.spec.name, task=pulled.spec.task)
     check_catalog_entry(pulled.spec, desc)
     return desc
 
@@ -108,6 +108,7 @@ def _manifest_for(pulled: PulledModel, desc: ModelDescription) -> Manifest:
         default_prompt_name=desc.default_prompt_name,
         include_prompt=desc.pooling.include_prompt if desc.pooling else True,
         do_lower_case=desc.do_lower_case, similarity_fn_name=desc.similarity_fn_name.value,
+        task=desc.task.value, head=dict(desc.summary().get("head", {})),
     )
 
 
@@ -140,16 +141,13 @@ def export_model(
         return manifest, model_dir
 
     weights = load_weights(desc)
-    from .._tokenize import load_tokenizer
-
-    tok = load_tokenizer(pulled.source_dir, desc.max_seq_length, lowercase=desc.do_lower_case)
-    ids = [e.ids for e in tok.encode_batch(calibration_texts())]
+    probe = Probe(desc, pulled.source_dir)
 
     fp32_path = model_dir / "model.fp32.onnx"
     if Variant.FP32 in todo or not fp32_path.is_file():
         say("building fp32 graph")
         _write_model(build_variant(Variant.FP32, desc, weights), fp32_path)
-    reference = embed_alone(OnnxBackend(fp32_path, threads=threads), ids)
+    reference = probe.reference(OnnxBackend(fp32_path, threads=threads))
 
     for v in [Variant.FP32, *[t for t in todo if t is not Variant.FP32]]:
         path = model_dir / f"model.{v.value}.onnx"
@@ -161,7 +159,7 @@ def export_model(
         elif Variant.FP32 not in wanted and "fp32" not in manifest.variants:
             continue
         say(f"measuring {v.value}")
-        quality = measure_quality(OnnxBackend(path, threads=threads), ids, reference)
+        quality = probe.measure(OnnxBackend(path, threads=threads), reference)
         manifest.variants[v.value] = VariantEntry(
             file=path.name, size=path.stat().st_size, sha256=sha256_file(path),
             description=VARIANTS[v].description, quality=quality,

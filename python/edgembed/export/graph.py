@@ -11,7 +11,12 @@ Inputs: ``input_ids`` and ``attention_mask`` (int64, (B, T), right-padded, dynam
 ``prompt_length`` (int64, (B,)) only for a model whose pooling leaves the prompt out
 (``include_prompt: false``): the number of leading tokens of each text that belong to its prompt
 (the special token before it included). Token type ids are always 0 for single-text
-embeddings, so the token-type-0 row is folded into the position table. Outputs:
+embeddings, so the token-type-0 row is folded into the position table; a cross-encoder of a
+family with token types (BERT) takes ``token_type_ids`` (int64, (B, T)) for its pairs.
+
+Rerank and sparse models end in their head instead of pooling (``heads.py``): their outputs are
+``token_embeddings`` and ``logits`` (B, labels) or ``sparse_embedding`` (B, V). An embedding
+model's outputs:
 
 - ``token_embeddings`` (B, T, C): the last hidden states;
 - ``pooled`` (B, E): pooling, then the Dense modules; not normalized;
@@ -46,7 +51,7 @@ from ..model_dir import (
 )
 
 __all__ = ["Embedding", "GraphBuilder", "Linear", "build_encoder_graph", "emit_activation",
-           "fp32_embedding", "fp32_linear"]
+           "fp32_embedding", "fp32_linear", "takes_token_types"]
 
 OPSET = 17
 MS_DOMAIN = "com.microsoft"
@@ -130,10 +135,16 @@ def emit_activation(g: GraphBuilder, x: str, act: Activation, num: Callable[[flo
 
 
 def _check_supported(desc: ModelDescription) -> None:
-    if desc.task is not Task.EMBEDDING or desc.pooling is None:
+    if desc.task is Task.EMBEDDING and desc.pooling is None:
         raise UnsupportedArchitecture(
-            f"{desc.source_dir}: the exporter builds embedding models; this is a "
-            f"{desc.task.value} model, which edgembed does not export yet")
+            f"{desc.source_dir}: an embedding model needs a pooling configuration")
+
+
+def takes_token_types(desc: ModelDescription) -> bool:
+    """Whether the graph has a ``token_type_ids`` input: cross-encoders of families with more
+    than one token type (BERT reads the document as type 1). Everything else uses type 0 only,
+    folded into the position table."""
+    return desc.task is Task.RERANK and desc.encoder.type_vocab_size > 1
 
 
 def build_encoder_graph(
@@ -206,9 +217,14 @@ def build_encoder_graph(
 
     # --- embeddings ---
     x = embedding(g, "input_ids", "embeddings.word", weights["embeddings.word"])  # f32
+    types = takes_token_types(desc)
+    if types:  # a pair's token types: rows of the (types, C) table
+        x = g.op("Add", [x, g.op("Gather", [g.const("embeddings.token_type",
+                                                     weights["embeddings.token_type"]),
+                                            "token_type_ids"], axis=0)])
     if enc.position_kind is PositionKind.ABSOLUTE:
         table = weights["embeddings.position"].astype(np.float32)
-        if enc.type_vocab_size:
+        if enc.type_vocab_size and not types:
             table = table + weights["embeddings.token_type"][0][None, :]
         table_name = g.const("embeddings.position_table", table.astype(np.float32))
         if enc.position_offset == 0:
@@ -324,6 +340,22 @@ def build_encoder_graph(
         x = layer_norm(x, "final_norm")
 
     g.nodes.append(helper.make_node("Identity", [to_f32(x)], ["token_embeddings"]))
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
+    ]
+    if types:
+        inputs.append(helper.make_tensor_value_info("token_type_ids", TensorProto.INT64,
+                                                    ["batch", "sequence"]))
+    token_states = helper.make_tensor_value_info("token_embeddings", TensorProto.FLOAT,
+                                                 ["batch", "sequence", c])
+    if desc.task is not Task.EMBEDDING:  # a cross-encoder's or SPLADE model's head
+        from .heads import HeadContext, build_head
+
+        head_outputs = build_head(HeadContext(
+            g=g, desc=desc, weights=weights, hidden=x, maskf=maskf, linear=linear,
+            layer_norm=layer_norm, activation=activation, to_f32=to_f32, i64=i64, num=num))
+        return _model(g, desc, inputs, [token_states, *head_outputs])
     pooled = _pooling(g, desc, maskf, positions, i64, num)
     for i, d in enumerate(desc.dense):
         y = fp32_linear(g, pooled, f"dense.{i}", weights[f"dense.{i}.weight"],
@@ -343,19 +375,19 @@ def build_encoder_graph(
         g.nodes.append(helper.make_node("Identity", ["pooled"], ["sentence_embedding"]))
 
     e = desc.output_dim
-    inputs = [
-        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
-        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "sequence"]),
-    ]
     if desc.pooling is not None and not desc.pooling.include_prompt:
         inputs.append(helper.make_tensor_value_info("prompt_length", TensorProto.INT64,
                                                     ["batch"]))
     outputs = [
-        helper.make_tensor_value_info("token_embeddings", TensorProto.FLOAT,
-                                      ["batch", "sequence", c]),
+        token_states,
         helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", e]),
         helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", e]),
     ]
+    return _model(g, desc, inputs, outputs)
+
+
+def _model(g: GraphBuilder, desc: ModelDescription, inputs: list[onnx.ValueInfoProto],
+           outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
     graph = helper.make_graph(g.nodes, f"edgembed_{desc.name}", inputs, outputs,
                               initializer=g.inits)
     opsets = [helper.make_opsetid("", OPSET)]
