@@ -3,6 +3,10 @@
     from edgembed import Embedder
     embedder = Embedder.load()                 # all-minilm-l6-v2, int8, CPU or CUDA
     vectors = embedder.embed(["a sentence", "another"])   # (2, 384) float32, unit length
+
+    from edgembed import Reranker
+    reranker = Reranker.load("ms-marco-minilm-l6-v2")     # a cross-encoder
+    reranker.rerank("a query", ["a document", "another"], top_n=1)
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from .errors import (
     SourceUnavailable,
     UnsupportedArchitecture,
 )
+from .reranker import Reranker, RerankResult
+from .sparse import SparseEmbedding
 
 __version__ = "0.1.0"
 
@@ -47,7 +53,10 @@ __all__ = [
     "ModelError",
     "ModelNotFound",
     "Overloaded",
+    "RerankResult",
+    "Reranker",
     "SourceUnavailable",
+    "SparseEmbedding",
     "UnsupportedArchitecture",
     "__version__",
 ]

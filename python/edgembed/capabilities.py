@@ -21,6 +21,7 @@ from .catalog import Family, ModelSpec, Pooling, Task
 __all__ = [
     "ENGINE_FAMILIES",
     "ENGINE_POOLINGS",
+    "ENGINE_TASKS",
     "ENGINE_TOKENIZERS",
     "EXPORT_FAMILIES",
     "EXPORT_POOLINGS",
@@ -35,7 +36,8 @@ EXPORT_POOLINGS = frozenset(Pooling)  # every sentence-transformers mode, inside
 ENGINE_FAMILIES = frozenset(f.value for f in Family)  # the C engine (export/bundle.py writes it)
 ENGINE_POOLINGS = frozenset(Pooling)  # every sentence-transformers mode (runtime/src/pooling.c)
 ENGINE_TOKENIZERS = frozenset({"wordpiece", "unigram", "bpe"})  # the engine's tokenizer stages
-TASKS = frozenset({Task.EMBEDDING})  # Embedder; the rerank and sparse APIs come later
+TASKS = frozenset({Task.EMBEDDING, Task.RERANK, Task.SPARSE})  # Embedder, Reranker, embed_sparse
+ENGINE_TASKS = frozenset({Task.EMBEDDING})  # the engine has no classification or MLM head yet
 
 _TASK_API = {Task.RERANK: "the rerank API (score query-document pairs)",
              Task.SPARSE: "the sparse-embedding API (SPLADE vectors)"}
@@ -70,6 +72,9 @@ def gaps(spec: ModelSpec) -> tuple[Gap, ...]:
         elif spec.pooling not in ENGINE_POOLINGS:
             out.append(Gap(f"{spec.pooling.value} pooling in the engine ({onnx_runs_it})",
                            engine_only=True))
+    if spec.task in TASKS and spec.task not in ENGINE_TASKS:
+        out.append(Gap(f"the {spec.task.value} head in the engine ({onnx_runs_it})",
+                       engine_only=True))
     if spec.tokenizer and spec.tokenizer not in ENGINE_TOKENIZERS:
         out.append(Gap(f"the {spec.tokenizer} tokenizer in the engine ({onnx_runs_it})",
                        engine_only=True))

@@ -50,10 +50,11 @@ from .backends.choice import (
     native_state,
     open_backend,
 )
-from .errors import BackendUnavailable, InputError
+from .errors import BackendUnavailable, EdgembedError, InputError
 from .manifest import Manifest
 from .output import Output, Precision, default_output, precision_of
 from .prepare import Progress, prepare_model
+from .sparse import SparseEmbedding, from_dense_rows
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -64,6 +65,10 @@ _log = logging.getLogger("edgembed")
 
 DEFAULT_MODEL = "all-minilm-l6-v2"
 ITER_CHUNK = 1024
+# A SPLADE model's logits are (tokens, vocabulary) floats per batch: its token budget keeps
+# them at about 2^24 values (64 MiB; SPLADE-tiny's 30,522 entries: 549 tokens), never below one
+# text of max_length.
+SPARSE_BATCH_VALUES = 1 << 24
 
 
 # --- batching ----------------------------------------------------------------------------------
@@ -95,6 +100,44 @@ def plan_batches(
     if current:
         batches.append(current)
     return batches
+
+
+def _task_of(model: Any) -> str | None:
+    """The task of the model ``model`` names, when that is known without pulling it (a
+    catalog entry, an exported directory, a local model directory); None otherwise."""
+    from .catalog import catalog
+    from .prepare import exported_dir
+
+    try:
+        text = os.fspath(model)
+    except TypeError:
+        return None
+    spec = catalog().get(text.lower())
+    if spec is not None:
+        return spec.task.value
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        return None
+    found = exported_dir(path)
+    try:
+        if found is not None:
+            return Manifest.load(found).task
+        from .model_dir import read_model_dir
+
+        return read_model_dir(path).task.value
+    except EdgembedError:
+        return None  # prepare_model reports what is wrong with it
+
+
+def _sparse_default(choice: BackendChoice, asked: str) -> BackendChoice:
+    """SPLADE models run fp32 on the CPU unless a variant is named: int8 misses their quality
+    bar (docs/quantization.md) for a tenth more speed; the engine has no MLM head yet."""
+    if choice.variant != "int8" or asked not in ("auto", "onnx", "cpu"):
+        return choice
+    why = ("sparse models default to fp32 on the CPU (int8 misses their quality bar, see "
+           "docs/quantization.md)")
+    return BackendChoice("onnx", "fp32", choice.max_batch_tokens,
+                         f"{choice.reason}; {why}" if choice.reason else why)
 
 
 def _as_texts(texts: str | Iterable[str], start: int = 0) -> list[str]:
@@ -186,7 +229,12 @@ class Embedder:
             return cls.from_bundle(model)
         choice = choose_backend(backend, variant, cuda=cuda_state(backend),
                                 native=native_state(backend))
+        if variant is None and _task_of(model) == "sparse":
+            choice = _sparse_default(choice, str(backend).lower())
         model_dir, manifest = prepare_model(model, choice.variant, progress)
+        if variant is None and manifest.task == "sparse" and choice.variant == "int8":
+            choice = _sparse_default(choice, str(backend).lower())  # a hub model, now pulled
+            model_dir, manifest = prepare_model(model, choice.variant, progress)
         try:
             engine = open_backend(choice, model_dir, manifest, threads)
         except BackendUnavailable as exc:
@@ -197,6 +245,9 @@ class Embedder:
                                    f"auto: CPU because {exc}")
             model_dir, manifest = prepare_model(model, choice.variant, progress)
             engine = open_backend(choice, model_dir, manifest, threads)
+        if manifest.task == "rerank":
+            raise InputError(f"{manifest.name} is a cross-encoder (reranker), not an embedding "
+                             "model; load it with Reranker.load")
         if not manifest.include_prompt and not getattr(engine, "takes_prompt_length", False):
             raise BackendUnavailable(
                 f"{manifest.name} pools without its prompt (include_prompt: false), which "
@@ -269,7 +320,15 @@ class Embedder:
 
     @property
     def max_batch_tokens(self) -> int:
+        if self.task == "sparse":
+            return min(self._choice.max_batch_tokens,
+                       max(self.max_length, SPARSE_BATCH_VALUES // max(self.dim, 1)))
         return self._choice.max_batch_tokens
+
+    @property
+    def task(self) -> str:
+        """``embedding`` (``embed``) or ``sparse`` (a SPLADE model: ``embed_sparse``)."""
+        return self._manifest.task
 
     def __repr__(self) -> str:
         extra = f", reason={self._choice.reason!r}" if self._choice.reason else ""
@@ -431,6 +490,61 @@ class Embedder:
         prompt = self.prompt(prefix, prompt_name)
         return self._embed_list(_as_texts(texts, start), prompt, truncate, opts, start)
 
+    def embed_sparse(
+        self,
+        texts: str | Iterable[str],
+        *,
+        max_active_dims: int | None = None,
+        prefix: str | None = None,
+        prompt_name: str | None = None,
+        truncate: bool = True,
+        max_batch_tokens: int | None = None,
+    ) -> list[SparseEmbedding]:
+        """Sparse vectors of ``texts`` (a SPLADE model): one :class:`SparseEmbedding` per
+        text, in input order — its vocabulary ids (ascending) and their positive weights,
+        numpy arrays where numpy is installed, ``array`` rows otherwise. ``max_active_dims``
+        keeps each vector's largest entries only (default: the model's own setting, usually
+        all). ``prefix``, ``prompt_name``, ``truncate`` and ``max_batch_tokens`` are
+        ``embed``'s. Batches are converted as they come, so memory stays bounded by the token
+        budget, not by the number of texts."""
+        self._require_task("sparse")
+        if max_active_dims is not None and (isinstance(max_active_dims, bool) or not isinstance(
+                max_active_dims, int) or max_active_dims < 1):
+            raise InputError(f"max_active_dims must be a positive integer, "
+                             f"not {max_active_dims!r}")
+        if max_batch_tokens is not None and (
+                not isinstance(max_batch_tokens, int) or max_batch_tokens < 1):
+            raise InputError(f"max_batch_tokens must be a positive integer, "
+                             f"not {max_batch_tokens!r}")
+        top = max_active_dims or self._manifest.head.get("max_active_dims") or None
+        items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
+        if not items:
+            return []
+        ids, truncated = self._tokenizer.encode(items, truncate=truncate)
+        if truncated:
+            _log.info("%d of %d texts were longer than %d tokens and were truncated",
+                      truncated, len(items), self.max_length)
+        out: list[SparseEmbedding | None] = [None] * len(ids)
+        budget = max_batch_tokens or self.max_batch_tokens
+        for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
+            with self._encode_lock:
+                block = self._output.encode(self._backend, [ids[i] for i in batch], None)
+            for i, vector in zip(batch, from_dense_rows(block, top), strict=True):
+                out[i] = vector
+        return [v for v in out if v is not None]
+
+    def decode_sparse(self, vector: SparseEmbedding,
+                      top_k: int | None = None) -> list[tuple[str, float]]:
+        """The vocabulary entries of ``vector`` as (token, weight), largest first (at most
+        ``top_k``): what a SPLADE vector means. Needs Hugging Face ``tokenizers``."""
+        tok = getattr(self._tokenizer, "_truncating", None)
+        if tok is None:
+            raise InputError("decode_sparse needs the model's tokenizer.json (the onnx "
+                             "backend's tokenizer)")
+        pairs = sorted(zip(vector.indices, vector.values, strict=True),
+                       key=lambda p: (-float(p[1]), int(p[0])))[:top_k]
+        return [(str(tok.id_to_token(int(i))), float(v)) for i, v in pairs]
+
     def quantization_ranges(
         self, *, normalize: bool | None = None, dimensions: int | None = None
     ) -> Any:
@@ -448,6 +562,15 @@ class Embedder:
         return self._output.ranges(self._output.finish(self._calibration, norm, dimensions))
 
     # ── internals ──
+
+    def _require_task(self, task: str) -> None:
+        if self.task == task:
+            return
+        if self.task == "sparse":
+            raise InputError(f"{self.model_name} is a sparse (SPLADE) model: embed_sparse gives "
+                             "its vectors")
+        raise InputError(f"{self.model_name} is an embedding model, not a sparse one: embed "
+                         "gives its vectors")
 
     def _calibration_vectors(self) -> Any:
         """Pooled vectors of the calibration corpus, cached beside the model once computed.
@@ -505,6 +628,7 @@ class Embedder:
         start: int = 0,
     ) -> tuple[Any, int]:
         normalize, dimensions, precision, budget = opts
+        self._require_task("embedding")
         output = self._output
         if not items:
             return output.empty(dimensions or self.dim, precision), 0

@@ -112,26 +112,28 @@ def test_what_catalog_models_wait_for() -> None:
     assert gaps(get_spec("paraphrase-multilingual-minilm-l12-v2")) == ()  # BERT + Unigram
     assert gaps(get_spec("multilingual-e5-small")) == ()  # XLM-RoBERTa + Unigram
     assert export_gaps(get_spec("all-mpnet-base-v2")) == ()
-    assert "the rerank API" in str(export_gaps(get_spec("ms-marco-minilm-l6-v2"))[0])
-    assert "the sparse-embedding API" in str(export_gaps(get_spec("splade-tiny"))[0])
+    # rerank and sparse models run on onnx; the engine has no classification or MLM head yet
+    for name, task in (("ms-marco-minilm-l6-v2", "rerank"), ("splade-tiny", "sparse")):
+        assert export_gaps(get_spec(name)) == ()
+        assert [(str(g), g.engine_only) for g in gaps(get_spec(name))] == [
+            (f"the {task} head in the engine (backend 'onnx' runs it now)", True)]
 
 
-def test_export_refuses_a_model_this_build_cannot_build(
+def test_a_catalog_task_the_files_contradict_is_refused(
     fresh_home: Path, temp_catalog: Path, tmp_path: Path,
 ) -> None:
-    """A catalog entry of a task without its API yet: its files pull, export says why not."""
+    """A catalog entry that says rerank over an embedding model's files (no
+    sequence-classification head): the files decide what runs, so the entry is refused."""
     d = write_tiny_bert(tmp_path / "m")
     entry = json.loads((temp_catalog / "all-minilm-l6-v2.json").read_text())
-    entry.update(name="future-reranker", task="rerank", files={},
+    entry.update(name="not-a-reranker", task="rerank", files={},
                  sources=[{"kind": "hub", "repo_id": "x/y", "revision": "0" * 40}])
-    (temp_catalog / "future-reranker.json").write_text(json.dumps(entry))
+    (temp_catalog / "not-a-reranker.json").write_text(json.dumps(entry))
     catalog.catalog.cache_clear()
-    pull("future-reranker", from_dir=d)
-    with pytest.raises(UnsupportedArchitecture) as err:
-        export_model("future-reranker", variants="fp32")
-    assert str(err.value) == (
-        "future-reranker cannot be exported by this build: it waits for the rerank API (score "
-        "query-document pairs) (`embed models` shows what each catalog model waits for)")
+    with pytest.raises(InvalidModelDir, match=r"disagrees with its model files \(task: catalog "
+                                              r"'rerank', files 'embedding'"):
+        pull("not-a-reranker", from_dir=d)
+        export_model("not-a-reranker", variants="fp32")
 
 
 def test_what_only_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
@@ -170,7 +172,9 @@ def test_embed_models_says_what_each_entry_waits_for(
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line}
     assert lines["all-minilm-l6-v2"].endswith("wheel+hub   ready")
     assert lines["multilingual-e5-small"].endswith("ready; needs the hub")
-    assert lines["ms-marco-minilm-l6-v2"].endswith("waits for the rerank API; needs the hub")
+    assert lines["ms-marco-minilm-l6-v2"].endswith(
+        "backend onnx only; the engine backends wait for the rerank head in the engine; needs "
+        "the hub")
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
     e5 = rows["multilingual-e5-small"]
@@ -178,4 +182,4 @@ def test_embed_models_says_what_each_entry_waits_for(
     assert e5["blocked_by"] == []
     assert e5["hub_repo"] == "intfloat/multilingual-e5-small" and not e5["pulled"]
     assert e5["prompts"] == {"query": "query: ", "document": "passage: "}
-    assert rows["splade-tiny"]["runs_on"] == [] and not rows["splade-tiny"]["needs_hub"]
+    assert rows["splade-tiny"]["runs_on"] == ["onnx"] and not rows["splade-tiny"]["needs_hub"]

@@ -21,7 +21,10 @@ PUBLIC = {
     "ModelError",
     "ModelNotFound",
     "Overloaded",
+    "RerankResult",
+    "Reranker",
     "SourceUnavailable",
+    "SparseEmbedding",
     "UnsupportedArchitecture",
     "__version__",
 }

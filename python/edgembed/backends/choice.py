@@ -171,10 +171,14 @@ def _check_engine_can_run(choice: BackendChoice, model_dir: Path, manifest: Mani
     """The engine backends run BERT encoders and tokenize in C: a family or tokenizer kind the
     engine lacks stops here, with the way out (onnxruntime runs every family the exporter
     builds, and tokenizes with Hugging Face ``tokenizers``, any kind)."""
-    from ..capabilities import ENGINE_FAMILIES, ENGINE_TOKENIZERS
+    from ..capabilities import ENGINE_FAMILIES, ENGINE_TASKS, ENGINE_TOKENIZERS
 
     lacks = ""
-    if manifest.family and manifest.family not in ENGINE_FAMILIES:
+    if manifest.task not in {t.value for t in ENGINE_TASKS}:
+        head = {"rerank": "classification head (cross-encoders)",
+                "sparse": "masked-LM head (SPLADE)"}.get(manifest.task, f"{manifest.task} head")
+        lacks = f"no {head} yet ({manifest.name} is a {manifest.task} model)"
+    elif manifest.family and manifest.family not in ENGINE_FAMILIES:
         lacks = f"no {manifest.family} encoder yet ({manifest.name} is one)"
     else:
         tj = model_dir / "source" / "tokenizer.json"

@@ -6,7 +6,8 @@ vector (min and mean cosine), and alone vs inside length-sorted batches of 16
 (batch invariance).
 
 Models with a head (:class:`Probe`): a cross-encoder is measured on the calibration pairs
-(:func:`calibration_pairs`) by its logits — the largest difference to fp32 and the Spearman
+(:func:`calibration_pairs`; those it can take, for a model that truncates one side only) by
+its logits — the largest difference to fp32 and the Spearman
 correlation of the scores — and a SPLADE model on the corpus by the cosines of its sparse
 vectors, the overlap of each text's 32 largest entries with fp32's, and the Spearman
 correlation of the query-document dot products (the first half of the corpus as queries, the
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .._corpus import calibration_texts
 from ..backends import Backend
+from ..errors import InputTooLong
 from ..manifest import Quality
 from ..model_dir import ModelDescription, Task
 
@@ -124,6 +127,20 @@ def query_document_dots(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.floa
     return np.asarray(v[:half] @ v[half:].T, np.float64).ravel()
 
 
+def _fitting(tok: Any, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs a model truncating only one side can take (the other side fits)."""
+    if tok.strategy == "longest_first":
+        return pairs
+    out = []
+    for p in pairs:
+        try:
+            tok.encode([p])
+        except InputTooLong:
+            continue
+        out.append(p)
+    return out
+
+
 class Probe:
     """The calibration inputs of one model, tokenized, and how a variant is measured on
     them: the corpus for embedding and sparse models, :func:`calibration_pairs` for
@@ -137,7 +154,7 @@ class Probe:
         if desc.task is Task.RERANK:
             pairs = HFPairTokenizer(source_dir, desc.max_seq_length,
                                     lowercase=desc.do_lower_case)
-            self.ids, self.types, _ = pairs.encode(calibration_pairs())
+            self.ids, self.types, _ = pairs.encode(_fitting(pairs, calibration_pairs()))
         else:
             tok = load_tokenizer(source_dir, desc.max_seq_length, lowercase=desc.do_lower_case)
             self.ids = [e.ids for e in tok.encode_batch(calibration_texts())]

@@ -1,0 +1,305 @@
+"""The Reranker: (query, document) pairs in, relevance scores out — a cross-encoder.
+
+The pipeline of one ``score`` call::
+
+    pairs ─► pair tokenization (tokenizers' pair encoding, the model's truncation strategy)
+          ─► sort by length ─► token-budget batches (a pair costs its query + document tokens)
+          ─► backend.encode (logits, with the pairs' token types)  ─► restore input order
+          ─► the model's activation (sigmoid for one label) unless ``raw``
+
+``rerank(query, documents, top_n=)`` scores every (query, document) pair and returns the
+documents best first. Models are sentence-transformers cross-encoders (BERT, XLM-RoBERTa,
+ModernBERT, ... ``*ForSequenceClassification``; see docs/architectures.md), pulled and exported
+like embedding models (``embed pull``), run by onnxruntime on the CPU or CUDA. Every variant is
+batch-invariant: a pair's score never depends on the other pairs of its batch.
+
+Thread safety is the Embedder's: one Reranker may be shared by threads; encoder calls are
+serialized one batch at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._tokenize import HFPairTokenizer
+from ._unicode import well_formed
+from .backends import Backend
+from .backends.choice import (
+    MAX_BATCH_SIZE,
+    BackendChoice,
+    choose_backend,
+    cuda_state,
+    native_state,
+    open_backend,
+)
+from .embedder import plan_batches
+from .errors import BackendUnavailable, InputError
+from .manifest import Manifest
+from .prepare import Progress, prepare_model
+
+__all__ = ["DEFAULT_RERANKER", "RerankResult", "Reranker", "score_activation"]
+
+DEFAULT_RERANKER = "ms-marco-minilm-l6-v2"
+
+Pair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class RerankResult:
+    """One document of ``rerank``: its ``index`` in the documents given, its ``score``, and
+    the ``document`` itself when ``return_documents`` asked for it."""
+
+    index: int
+    score: float
+    document: str | None = None
+
+
+def score_activation(name: str, logits: Any) -> Any:
+    """The cross-encoder's activation (``manifest.head["score_activation"]``) on a float32
+    array of logits, as torch computes it in float32."""
+    import numpy as np
+
+    x = np.asarray(logits, np.float32)
+    if name == "sigmoid":
+        return (np.float32(1.0) / (np.float32(1.0) + np.exp(-x))).astype(np.float32)
+    if name == "identity":
+        return x
+    if name == "tanh":
+        return np.tanh(x).astype(np.float32)
+    if name == "relu":
+        return np.maximum(x, np.float32(0.0))
+    if name == "silu":
+        return (x / (np.float32(1.0) + np.exp(-x))).astype(np.float32)
+    if name == "gelu":
+        erf = np.vectorize(math.erf, otypes=[np.float64])
+        return (0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))).astype(np.float32)
+    raise InputError(f"unknown score activation {name!r}")
+
+
+def _as_pairs(pairs: Any, start: int = 0) -> tuple[list[Pair], bool]:
+    """(the pairs, whether one pair was given on its own): sentence-transformers' convention —
+    two strings are one pair, a sequence of two-string sequences is many."""
+    if isinstance(pairs, (str, bytes)):
+        raise TypeError("pairs must be (query, document) pairs, not one string; for one query "
+                        "and many documents use rerank(query, documents)")
+    items = list(pairs)
+    if len(items) == 2 and all(isinstance(t, str) for t in items):
+        return [(well_formed(items[0]), well_formed(items[1]))], True
+    out: list[Pair] = []
+    for i, p in enumerate(items):
+        if isinstance(p, (str, bytes)) or not isinstance(p, Sequence) or len(p) != 2 or not all(
+                isinstance(t, str) for t in p):
+            raise TypeError(f"pairs[{start + i}] should be a (query, document) pair of strings, "
+                            f"not {type(p).__name__}")
+        out.append((well_formed(p[0]), well_formed(p[1])))
+    return out, False
+
+
+class Reranker:
+    """Scores (query, document) pairs with one exported cross-encoder. Create it with
+    ``Reranker.load``."""
+
+    def __init__(self, *, backend: Backend, tokenizer: HFPairTokenizer, manifest: Manifest,
+                 model_dir: Path, choice: BackendChoice) -> None:
+        self._backend = backend
+        self._tokenizer = tokenizer
+        self._manifest = manifest
+        self._model_dir = model_dir
+        self._choice = choice
+        self._max_batch_size = MAX_BATCH_SIZE.get(choice.backend, 128)
+        self._encode_lock = threading.Lock()
+        self._activation = str(manifest.head.get("score_activation", "identity"))
+
+    @classmethod
+    def load(
+        cls,
+        model: str | os.PathLike[str] = DEFAULT_RERANKER,
+        *,
+        variant: str | None = None,
+        backend: str = "auto",
+        threads: int | None = None,
+        progress: Progress | None = None,
+    ) -> Reranker:
+        """Load the cross-encoder ``model`` (a catalog name such as ``ms-marco-minilm-l6-v2``
+        or ``bge-reranker-base``, a hub id ``ORG/NAME`` with the ``[hub]`` extra, or a model
+        directory), pulling and exporting it first if this machine has not yet. ``variant``,
+        ``backend`` (``auto``, ``onnx``, ``cuda``), ``threads`` and ``progress`` are
+        :meth:`Embedder.load`'s. The C engine (``native``, ``wasm``) does not run
+        classification heads yet: ``auto`` takes onnxruntime, and naming the engine says so.
+        """
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise InputError(f"threads must be a positive integer, not {threads!r}")
+        asked = str(backend).lower()
+        native = native_state(backend) if asked == "native" else (False, "not requested")
+        choice = choose_backend(backend, variant, cuda=cuda_state(backend), native=native)
+        model_dir, manifest = prepare_model(model, choice.variant, progress)
+        if manifest.task != "rerank":
+            other = ("Embedder.load(...).embed_sparse" if manifest.task == "sparse"
+                     else "Embedder.load")
+            kind = "an embedding" if manifest.task == "embedding" else f"a {manifest.task}"
+            raise InputError(f"{manifest.name} is {kind} model, not a cross-encoder "
+                             f"(reranker); load it with {other}")
+        try:
+            engine = open_backend(choice, model_dir, manifest, threads)
+        except BackendUnavailable as exc:
+            if asked != "auto" or choice.backend != "cuda":
+                raise
+            choice = choose_backend("onnx", variant, cuda=(False, str(exc)))
+            choice = BackendChoice(choice.backend, choice.variant, choice.max_batch_tokens,
+                                   f"auto: CPU because {exc}")
+            model_dir, manifest = prepare_model(model, choice.variant, progress)
+            engine = open_backend(choice, model_dir, manifest, threads)
+        source = model_dir / "source"
+        if source.is_dir() and manifest.source_files:
+            from .sources import verify_source
+
+            verify_source(source, manifest.source_files, manifest.name)
+        tokenizer = HFPairTokenizer(source if source.is_dir() else model_dir,
+                                    manifest.max_length, lowercase=manifest.do_lower_case)
+        return cls(backend=engine, tokenizer=tokenizer, manifest=manifest, model_dir=model_dir,
+                   choice=choice)
+
+    # ── properties ──
+
+    @property
+    def model_name(self) -> str:
+        return self._manifest.name
+
+    @property
+    def num_labels(self) -> int:
+        return self._manifest.dim
+
+    @property
+    def labels(self) -> list[str]:
+        """The model's label names (``id2label``), one per logit."""
+        return [str(x) for x in self._manifest.head.get("labels", [])]
+
+    @property
+    def activation(self) -> str:
+        """What turns logits into scores: ``sigmoid`` for one-label rerankers."""
+        return self._activation
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per pair (query, document and special tokens together)."""
+        return self._manifest.max_length
+
+    @property
+    def truncation(self) -> str:
+        """How a pair past ``max_length`` is cut: ``longest_first``, ``only_second``, ..."""
+        return self._tokenizer.strategy
+
+    @property
+    def variant(self) -> str:
+        return self._choice.variant
+
+    @property
+    def backend(self) -> str:
+        return self._choice.backend
+
+    @property
+    def backend_reason(self) -> str:
+        return self._choice.reason
+
+    @property
+    def model_dir(self) -> Path:
+        return self._model_dir
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def max_batch_tokens(self) -> int:
+        return self._choice.max_batch_tokens
+
+    def __repr__(self) -> str:
+        return (f"Reranker(model={self.model_name!r}, variant={self.variant!r}, "
+                f"backend={self.backend!r}, labels={self.num_labels})")
+
+    # ── tokens ──
+
+    def tokenize(self, pairs: Any, *, truncate: bool = True) -> tuple[list[list[int]],
+                                                                      list[list[int]]]:
+        """Token ids and token types of each pair, as the encoder sees them."""
+        items, _ = _as_pairs(pairs)
+        ids, types, _ = self._tokenizer.encode(items, truncate=truncate)
+        return ids, types
+
+    def count_tokens(self, pairs: Any, *, truncate: bool = True) -> list[int]:
+        """Tokens each pair costs the encoder (query + document + special tokens; at most
+        ``max_length`` unless ``truncate=False``): the adaptive batcher's cost."""
+        items, _ = _as_pairs(pairs)
+        return self._tokenizer.count(items, truncate)
+
+    # ── scores ──
+
+    def score(self, pairs: Any, *, raw: bool = False, truncate: bool = True,
+              max_batch_tokens: int | None = None) -> Any:
+        """Scores of ``pairs`` ((query, document) tuples), in input order: shape (n,) for a
+        one-label model, (n, labels) otherwise; a single pair gives a float (or a (labels,)
+        array). ``raw``: the logits, without the model's activation (TEI's ``raw_scores``).
+        ``truncate=False`` raises InputTooLong for a pair over ``max_length`` instead of
+        cutting it."""
+        items, single = _as_pairs(pairs)
+        out = self.logits(items, truncate=truncate, max_batch_tokens=max_batch_tokens)
+        if not raw:
+            out = score_activation(self._activation, out)
+        if self.num_labels == 1:
+            out = out[:, 0]
+        if single:
+            return float(out[0]) if self.num_labels == 1 else out[0]
+        return out
+
+    def rerank(self, query: str, documents: Iterable[str], *, top_n: int | None = None,
+               return_documents: bool = False, raw: bool = False,
+               truncate: bool = True) -> list[RerankResult]:
+        """The documents scored against ``query``, best first (equal scores: the earlier
+        document first), at most ``top_n`` of them. Needs a one-label model."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        if isinstance(documents, str):
+            raise TypeError("documents must be a list of strings, not one string")
+        docs = list(documents)
+        for i, d in enumerate(docs):
+            if not isinstance(d, str):
+                raise TypeError(f"documents[{i}] is {type(d).__name__}, not str")
+        if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int)
+                                  or top_n < 1):
+            raise InputError(f"top_n must be a positive integer, not {top_n!r}")
+        if self.num_labels != 1:
+            raise InputError(f"{self.model_name} has {self.num_labels} labels "
+                             f"({', '.join(self.labels)}); rerank needs a one-label model: use "
+                             "score() for its logits per label")
+        if not docs:
+            return []
+        scores = self.score([(query, d) for d in docs], raw=raw, truncate=truncate)
+        order = sorted(range(len(docs)), key=lambda i: (-float(scores[i]), i))[:top_n]
+        return [RerankResult(i, float(scores[i]), docs[i] if return_documents else None)
+                for i in order]
+
+    def logits(self, pairs: Sequence[Pair], *, truncate: bool = True,
+               max_batch_tokens: int | None = None) -> Any:
+        """Raw logits (n, labels) float32 of ``pairs``, in length-sorted token-budget
+        batches."""
+        import numpy as np
+
+        if max_batch_tokens is not None and (
+                not isinstance(max_batch_tokens, int) or max_batch_tokens < 1):
+            raise InputError(f"max_batch_tokens must be a positive integer, "
+                             f"not {max_batch_tokens!r}")
+        budget = max_batch_tokens or self._choice.max_batch_tokens
+        ids, types, _ = self._tokenizer.encode(list(pairs), truncate=truncate)
+        out = np.zeros((len(ids), self.num_labels), np.float32)
+        for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
+            with self._encode_lock:
+                block = self._backend.encode(  # type: ignore[call-arg]
+                    [ids[i] for i in batch], token_types=[types[i] for i in batch])
+            out[batch] = np.asarray(block, np.float32)
+        return out

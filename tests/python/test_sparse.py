@@ -1,0 +1,144 @@
+"""Sparse vectors: the SparseEmbedding representation (with numpy and without), and
+``Embedder.embed_sparse`` end to end on the tiny SPLADE models of tests/fixtures/models against
+sentence-transformers' SparseEncoder (references by models/tiny/make_head_references.py)."""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgembed import Embedder, InputError, SparseEmbedding
+from edgembed.sparse import from_dense_rows, sparse_dot
+from tiny_models import head_reference, model_dir, texts
+
+FP32_ABS = 2e-5
+
+
+def test_representation_with_numpy() -> None:
+    block = np.array([[0.0, 2.0, 0.0, 0.5, 1.0], [0.0, 0.0, 0.0, 0.0, 0.0]], np.float32)
+    a, empty = from_dense_rows(block)
+    assert a.indices.dtype == np.int32 and a.values.dtype == np.float32
+    assert (a.indices.tolist(), a.values.tolist(), a.dim, len(a)) == ([1, 3, 4], [2.0, 0.5, 1.0],
+                                                                      5, 3)
+    assert len(empty) == 0 and empty.to_dict() == {}
+    assert a.to_dict() == {1: 2.0, 3: 0.5, 4: 1.0}
+    assert a.to_tei() == [{"index": 1, "value": 2.0}, {"index": 3, "value": 0.5},
+                          {"index": 4, "value": 1.0}]
+    np.testing.assert_array_equal(a.to_dense(), block[0])
+    b = from_dense_rows(np.array([[1.0, 1.0, 0.0, 4.0, 0.0]], np.float32))[0]
+    assert a.dot(b) == sparse_dot(b, a) == 2.0 + 2.0
+    assert a.top(2).to_dict() == {1: 2.0, 4: 1.0} and a.top(5) is a
+    capped = from_dense_rows(block, max_active_dims=1)[0]
+    assert capped.to_dict() == {1: 2.0}
+    ties = from_dense_rows(np.array([[1.0, 3.0, 1.0, 1.0]], np.float32), max_active_dims=2)[0]
+    assert ties.to_dict() == {0: 1.0, 1: 3.0}  # equal values: the lower id is kept
+    with pytest.raises(ValueError, match="different sizes"):
+        a.dot(SparseEmbedding(np.array([0], np.int32), np.array([1.0], np.float32), 3))
+
+
+def test_representation_without_numpy_is_the_same() -> None:
+    """Pyodide has no numpy offline: the engine's array('f') rows give array('i') / array('f')
+    vectors with the same entries, and the same ops."""
+    rng = np.random.default_rng(0)
+    block = np.maximum(rng.normal(-1.0, 1.0, (6, 40)), 0).astype(np.float32)
+    rows = [array("f", r.tobytes()) for r in block]
+    for top in (None, 5):
+        with_np = from_dense_rows(block, top)
+        without = from_dense_rows(rows, top)
+        for x, y in zip(with_np, without, strict=True):
+            assert isinstance(y.indices, array) and y.indices.typecode == "i"
+            assert isinstance(y.values, array) and y.values.typecode == "f"
+            assert x == y and x.to_dict() == y.to_dict()
+            assert list(y.top(3).indices) == x.top(3).indices.tolist()
+            assert abs(x.dot(with_np[0]) - y.dot(without[0])) == 0.0
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sparse-home")
+
+
+@pytest.fixture()
+def sp_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("EDGEMBED_HOME", str(home))
+    monkeypatch.setattr("edgembed.embedder.cuda_state", lambda _r: (False, "no GPU in tests"))
+    return home
+
+
+@pytest.mark.parametrize("name", ["splade-bert", "splade-bert-sum-log1p", "splade-bert-legacy",
+                                  "splade-distilbert"])
+def test_embed_sparse_is_sparse_encoder(name: str, sp_home: Path) -> None:
+    e = Embedder.load(model_dir(name), variant="fp32", backend="onnx")
+    ref = head_reference(name)
+    assert ref.vectors is not None
+    got = e.embed_sparse(texts())
+    assert len(got) == len(texts()) and all(v.dim == e.dim == ref.vectors.shape[1] for v in got)
+    dense = np.stack([v.to_dense() for v in got])
+    assert np.max(np.abs(dense - ref.vectors)) <= FP32_ABS * max(1.0, float(ref.vectors.max()))
+    for v in got:
+        assert np.all(np.diff(v.indices) > 0) and np.all(v.values > 0)
+    assert e.count_tokens(texts()) == ref.token_counts
+    assert (e.manifest.task, e.manifest.head["pooling"]) == ("sparse", ref.raw["pooling_strategy"])
+
+
+def test_a_text_alone_is_the_same_in_any_batch(sp_home: Path) -> None:
+    """Batch invariance as onnxruntime gives it (padding changes its float summation order):
+    every value within 1e-5 of the largest, the same entries but for those that small."""
+    for variant in ("fp32", "int8"):
+        e = Embedder.load(model_dir("splade-bert"), variant=variant, backend="onnx")
+        items = texts()[:60]
+        together = e.embed_sparse(items)
+        alone = [e.embed_sparse(t)[0] for t in items]
+        small = e.embed_sparse(items, max_batch_tokens=40)
+        for x, y, z in zip(together, alone, small, strict=True):
+            a, b, c = x.to_dense(), y.to_dense(), z.to_dense()
+            tol = 1e-5 * max(1.0, float(a.max()))
+            assert np.max(np.abs(a - b)) <= tol and np.max(np.abs(a - c)) <= tol
+            assert np.all((a > tol) <= (b > 0)) and np.all((b > tol) <= (a > 0))
+
+
+def test_options(sp_home: Path) -> None:
+    e = Embedder.load(model_dir("splade-bert"), variant="fp32", backend="onnx")
+    text = texts()[30]
+    full = e.embed_sparse(text)[0]
+    assert len(full) > 10
+    top = e.embed_sparse(text, max_active_dims=10)[0]
+    assert top == full.top(10) and len(top) == 10
+    prompted = e.embed_sparse(text, prefix="query: ")[0]
+    assert prompted == e.embed_sparse("query: " + text)[0] and prompted != full
+    decoded = e.decode_sparse(full, top_k=4)
+    weights = [w for _, w in decoded]
+    assert len(decoded) == 4 and weights == sorted(weights, reverse=True)
+    assert e.embed_sparse([]) == []
+    with pytest.raises(InputError, match="max_active_dims must be a positive integer"):
+        e.embed_sparse("x", max_active_dims=0)
+    with pytest.raises(InputError, match="splade-bert is a sparse \\(SPLADE\\) model: "
+                                         "embed_sparse gives its vectors"):
+        e.embed("x")
+    dense = Embedder.load(model_dir("bert-h48-mean"), variant="fp32", backend="onnx")
+    with pytest.raises(InputError, match="is an embedding model, not a sparse one"):
+        dense.embed_sparse("x")
+
+
+def test_a_bare_checkpoint_is_sparse_when_the_caller_says(sp_home: Path) -> None:
+    """splade-bert-bare has no sentence-transformers files (as SPLADE-tiny): read as is it is a
+    mean-pooled BERT, as sentence-transformers would wrap it; its catalog entry says sparse."""
+    plain = Embedder.load(model_dir("splade-bert-bare"), variant="fp32", backend="onnx")
+    assert plain.task == "embedding" and plain.dim == 32
+
+
+def test_the_engine_backends_say_they_lack_the_head(sp_home: Path) -> None:
+    from edgembed import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match="backend 'wasm' runs the edgembed engine, which "
+                                                 "has no masked-LM head"):
+        Embedder.load(model_dir("splade-bert"), backend="wasm")
+    auto = Embedder.load(model_dir("splade-bert"))
+    assert (auto.backend, auto.variant) == ("onnx", "fp32")
+    assert auto.backend_reason.endswith("sparse models default to fp32 on the CPU (int8 misses "
+                                        "their quality bar, see docs/quantization.md)")
+    int8 = Embedder.load(model_dir("splade-bert"), variant="int8")
+    assert (int8.backend, int8.variant) == ("onnx", "int8")
