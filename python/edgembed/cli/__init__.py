@@ -6,6 +6,7 @@
     options.py   what the commands share (model options, argument types, notes on stderr)
     embed.py     ``embed TEXT …`` / ``embed -i FILE -o FILE`` (files through edgembed.io)
     models.py    ``embed models | pull | export | info | similarity``
+    rerank.py    ``embed rerank QUERY -i FILE``: documents ranked by a cross-encoder
     here         ``main``: parse, run, and turn errors into ``Name: message`` and exit statuses
 
 Other parts of edgembed add their commands (``embed bundle``, ``embed serve``, ``embed batch``)
@@ -28,6 +29,7 @@ from .embed import embed_parser, run_embed
 from .models import COMMANDS
 from .options import Usage, add_model_options, positive_int
 from .registry import Command, commands, register_command
+from .rerank import RERANK_COMMAND
 
 __all__ = ["Command", "add_model_options", "main", "positive_int", "register_command"]
 
@@ -36,7 +38,7 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
-for _command in COMMANDS:
+for _command in (*COMMANDS, RERANK_COMMAND):
     register_command(_command)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from .._unicode import argv_text
@@ -24,6 +25,9 @@ from .options import (
 )
 from .registry import Command
 
+if TYPE_CHECKING:
+    from ..io.writers import VectorWriter
+
 __all__ = ["CHUNK", "embed_parser", "run_embed"]
 
 CHUNK = 512
@@ -38,6 +42,8 @@ examples:
   embed --dimensions 128 --model ./my-model "hello"   Matryoshka-truncated, renormalized
   embed --model ./e5-model --prompt-name query "q"    the model's "query" prompt first
   embed similarity "a cat" "a kitten"                 cosine similarity
+  embed -m splade-tiny -i notes.txt -o sparse.jsonl   a SPLADE model: indices and values
+  embed rerank "a query" -i docs.txt --top-n 5        documents ranked by a cross-encoder
   embed models | pull NAME | export NAME | info NAME  manage models
 
 A text equal to a command's name needs `--` first: embed -- models
@@ -108,9 +114,13 @@ def run_embed(args: argparse.Namespace) -> int:
     bar: ProgressBar | None = None
     try:
         embedder = load_embedder(args)
-        embedder.embed([], dimensions=args.dimensions, precision=args.precision,
-                       max_batch_tokens=args.batch_tokens,
-                       prompt_name=args.prompt_name)  # bad options fail before any work
+        sparse = embedder.task == "sparse"
+        if sparse:
+            _check_sparse_options(args, output)
+        else:
+            embedder.embed([], dimensions=args.dimensions, precision=args.precision,
+                           max_batch_tokens=args.batch_tokens,
+                           prompt_name=args.prompt_name)  # bad options fail before any work
         prefix = None
         if args.prompt == "query":
             prefix = embedder.manifest.query_prefix
@@ -126,6 +136,15 @@ def run_embed(args: argparse.Namespace) -> int:
                               position=lambda: reader.position, unit="texts")
         truncated = total = 0
         for chunk in _chunks(rows, CHUNK):
+            if sparse:
+                found = embedder.embed_sparse(
+                    [r.text or "" for r in chunk], prefix=prefix, prompt_name=args.prompt_name,
+                    truncate=not args.no_truncate, max_batch_tokens=args.batch_tokens)
+                output.write_sparse(found, [r.id for r in chunk])
+                total += len(chunk)
+                if bar is not None:
+                    bar.update(len(chunk))
+                continue
             vectors, cut = embedder._embed_counted(
                 [r.text or "" for r in chunk], start=total, normalize=args.normalize,
                 prefix=prefix, prompt_name=args.prompt_name, truncate=not args.no_truncate,
@@ -151,6 +170,21 @@ def run_embed(args: argparse.Namespace) -> int:
     finally:
         if source is not None:
             source.close()
+
+
+def _check_sparse_options(args: argparse.Namespace, output: VectorWriter) -> None:
+    """A SPLADE model's vectors are sparse: no Matryoshka, precisions or normalization, and
+    they go to .jsonl or .parquet (or stdout)."""
+    for flag, given in (("--dimensions", args.dimensions is not None),
+                        ("--precision", args.precision != "float32"),
+                        ("--normalize/--no-normalize", args.normalize is not None)):
+        if given:
+            raise InputError(f"{flag} applies to dense vectors; {args.model} is a sparse "
+                             "(SPLADE) model, whose vectors are written as they are")
+    if output.format == "npy":
+        raise InputError(f"-o {args.output}: sparse vectors (a SPLADE model's) are written as "
+                         ".jsonl or .parquet, not .npy")
+    output.sparse = True
 
 
 def _texts_of(source: RowReader) -> Iterator[Row]:

@@ -11,6 +11,12 @@ Without a path, each vector is printed as one JSON array per line.
 
     jsonl    {"id": …, "embedding": [...]} per line ("id" only with ids)
     parquet  columns id (the input's arrow type, else string) and embedding (fixed-size list)
+
+Sparse vectors (``sparse=True``, a SPLADE model's ``SparseEmbedding`` rows, ``write_sparse``)
+go to jsonl or parquet as their nonzero entries:
+
+    jsonl    {"id": …, "indices": [...], "values": [...]} per line (on stdout without -o too)
+    parquet  columns id, indices (list<int32>) and values (list<float32>)
 """
 
 from __future__ import annotations
@@ -47,9 +53,11 @@ class VectorWriter:
     """Where vectors go (see the module docstring): ``path`` a local file, ``"-"`` for stdout
     (jsonl unless ``fmt`` says otherwise), or None for JSON arrays on stdout."""
 
-    def __init__(self, path: str | None, fmt: str | None, with_ids: bool) -> None:
+    def __init__(self, path: str | None, fmt: str | None, with_ids: bool, *,
+                 sparse: bool = False) -> None:
         self.path = path
         self.with_ids = with_ids
+        self.sparse = sparse
         self.id_type: Any = None  # set from a parquet input; otherwise ids are strings
         if path not in (None, STDOUT) and Path(path).is_dir():
             raise InputError(f"{path} is a directory; give a file name for -o")
@@ -59,6 +67,9 @@ class VectorWriter:
             self.format = "jsonl"
         else:
             self.format = output_format(path, fmt)
+        if sparse and self.format == "npy":
+            raise InputError(f"-o {path}: sparse vectors (a SPLADE model's) are written as "
+                             ".jsonl or .parquet, not .npy")
         if self.format == "parquet":
             self._pa = pyarrow_parquet("writing parquet")
         self._tmp: Path | None = None
@@ -127,6 +138,34 @@ class VectorWriter:
             self._write_parquet(vectors, ids)
         self._rows += len(vectors)
 
+    def write_sparse(self, vectors: Sequence[Any], ids: Sequence[Any]) -> None:
+        """Append sparse vectors (``SparseEmbedding``: indices, values) and their ids."""
+        if self.format in ("lines", "jsonl"):
+            out = []
+            for v, rid in zip(vectors, ids, strict=True):
+                head = (f'{{"id": {json.dumps(rid, default=str)}, '
+                        if self.with_ids and self.format == "jsonl" else "{")
+                out.append(f'{head}"indices": {row_json(np.asarray(v.indices))}, '
+                           f'"values": {row_json(np.asarray(v.values))}}}\n')
+            self._fh.write("".join(out).encode())
+            if self.format == "lines":
+                self._fh.flush()
+        else:
+            self._write_parquet_table(self._sparse_table(vectors, ids))
+        self._rows += len(vectors)
+
+    def _sparse_table(self, vectors: Sequence[Any], ids: Sequence[Any]) -> Any:
+        import pyarrow as pa
+
+        columns = {"indices": pa.array([np.asarray(v.indices, np.int32) for v in vectors],
+                                       type=pa.list_(pa.int32())),
+                   "values": pa.array([np.asarray(v.values, np.float32) for v in vectors],
+                                      type=pa.list_(pa.float32()))}
+        if self.with_ids:
+            values = list(ids) if self.id_type is not None else [_id_text(i) for i in ids]
+            columns = {"id": pa.array(values, type=self.id_type or pa.string()), **columns}
+        return pa.table(columns)
+
     def _table(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> Any:
         import pyarrow as pa
 
@@ -139,7 +178,9 @@ class VectorWriter:
         return pa.table(columns)
 
     def _write_parquet(self, vectors: npt.NDArray[Any], ids: Sequence[Any]) -> None:
-        table = self._table(vectors, ids)
+        self._write_parquet_table(self._table(vectors, ids))
+
+    def _write_parquet_table(self, table: Any) -> None:
         if self._writer is None:
             sink: Any = str(self._tmp) if self._tmp is not None else io.BytesIO()
             self._sink = sink
@@ -150,7 +191,9 @@ class VectorWriter:
         """Complete the output (an empty input still gives a valid, empty file)."""
         dim, dtype = self._shape_dtype or (dim, dtype)
         if self.format == "parquet":
-            if self._writer is None:
+            if self._writer is None and self.sparse:
+                self._write_parquet_table(self._sparse_table([], []))
+            elif self._writer is None:
                 self._write_parquet(np.zeros((0, dim), dtype), [])
             self._writer.close()
             if self._tmp is None:
