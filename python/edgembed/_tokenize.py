@@ -199,6 +199,16 @@ class HFPairTokenizer:
                                           lowercase=lowercase)
         self._truncating.enable_truncation(max_length, strategy=self.strategy)
         self._full = load_tokenizer(source_dir, max_length, truncate=False, lowercase=lowercase)
+        self._single = HFTokenizer(source_dir, max_length, lowercase=lowercase)
+
+    def encode_texts(self, texts: list[str], *, truncate: bool = True,
+                     start: int = 0) -> tuple[list[list[int]], list[list[int]], int]:
+        """Single texts, as a sequence classifier reads one (``[CLS] text [SEP]``, types 0)."""
+        ids, truncated = self._single.encode(texts, truncate=truncate, start=start)
+        return ids, [[0] * len(s) for s in ids], truncated
+
+    def count_texts(self, texts: list[str], truncate: bool = True) -> list[int]:
+        return self._single.count(texts, truncate) if texts else []
 
     def _side(self, text: str) -> tuple[str, bool]:
         """(the text or a prefix of it with the same first max_length tokens, whether it is

@@ -258,10 +258,11 @@ class Reranker:
         return out
 
     def rerank(self, query: str, documents: Iterable[str], *, top_n: int | None = None,
-               return_documents: bool = False, raw: bool = False,
-               truncate: bool = True) -> list[RerankResult]:
+               return_documents: bool = False, raw: bool = False, truncate: bool = True,
+               max_batch_tokens: int | None = None) -> list[RerankResult]:
         """The documents scored against ``query``, best first (equal scores: the earlier
-        document first), at most ``top_n`` of them. Needs a one-label model."""
+        document first), at most ``top_n`` of them. Needs a one-label model; the other
+        options are ``score``'s."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
         if isinstance(documents, str):
@@ -279,15 +280,17 @@ class Reranker:
                              "score() for its logits per label")
         if not docs:
             return []
-        scores = self.score([(query, d) for d in docs], raw=raw, truncate=truncate)
+        scores = self.score([(query, d) for d in docs], raw=raw, truncate=truncate,
+                            max_batch_tokens=max_batch_tokens)
         order = sorted(range(len(docs)), key=lambda i: (-float(scores[i]), i))[:top_n]
         return [RerankResult(i, float(scores[i]), docs[i] if return_documents else None)
                 for i in order]
 
-    def logits(self, pairs: Sequence[Pair], *, truncate: bool = True,
+    def logits(self, items: Sequence[Pair | str], *, truncate: bool = True,
                max_batch_tokens: int | None = None) -> Any:
-        """Raw logits (n, labels) float32 of ``pairs``, in length-sorted token-budget
-        batches."""
+        """Raw logits (n, labels) float32 of ``items`` — (query, document) pairs, or single
+        texts (read as ``[CLS] text [SEP]``, as TEI's ``/predict`` takes them) — in
+        length-sorted token-budget batches, input order kept."""
         import numpy as np
 
         if max_batch_tokens is not None and (
@@ -295,7 +298,7 @@ class Reranker:
             raise InputError(f"max_batch_tokens must be a positive integer, "
                              f"not {max_batch_tokens!r}")
         budget = max_batch_tokens or self._choice.max_batch_tokens
-        ids, types, _ = self._tokenizer.encode(list(pairs), truncate=truncate)
+        ids, types = self._encode(list(items), truncate)
         out = np.zeros((len(ids), self.num_labels), np.float32)
         for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
             with self._encode_lock:
@@ -303,3 +306,31 @@ class Reranker:
                     [ids[i] for i in batch], token_types=[types[i] for i in batch])
             out[batch] = np.asarray(block, np.float32)
         return out
+
+    def _encode(self, items: list[Pair | str], truncate: bool) -> tuple[list[list[int]],
+                                                                        list[list[int]]]:
+        """Ids and token types of pairs and single texts, in input order."""
+        single_at = [i for i, x in enumerate(items) if isinstance(x, str)]
+        pair_at = [i for i, x in enumerate(items) if not isinstance(x, str)]
+        singles = [x for x in items if isinstance(x, str)]
+        pairs = [x for x in items if not isinstance(x, str)]
+        ids: list[list[int]] = [[] for _ in items]
+        kinds: list[list[int]] = [[] for _ in items]
+        if singles:
+            s_ids, s_types, _ = self._tokenizer.encode_texts(singles, truncate=truncate)
+            for j, i in enumerate(single_at):
+                ids[i], kinds[i] = s_ids[j], s_types[j]
+        if pairs:
+            p_ids, p_types, _ = self._tokenizer.encode(pairs, truncate=truncate)
+            for j, i in enumerate(pair_at):
+                ids[i], kinds[i] = p_ids[j], p_types[j]
+        return ids, kinds
+
+    def count_items(self, items: Sequence[Pair | str], *, truncate: bool = True) -> list[int]:
+        """Tokens of each item (a pair or a single text) as the encoder sees it."""
+        if truncate:
+            return [len(s) for s in self._encode(list(items), True)[0]]
+        full = iter(self._tokenizer.count([x for x in items if not isinstance(x, str)], False))
+        singles = iter(self._tokenizer.count_texts([x for x in items if isinstance(x, str)],
+                                                   False))
+        return [next(singles) if isinstance(x, str) else next(full) for x in items]

@@ -142,3 +142,10 @@ def test_the_engine_backends_say_they_lack_the_head(sp_home: Path) -> None:
                                         "their quality bar, see docs/quantization.md)")
     int8 = Embedder.load(model_dir("splade-bert"), variant="int8")
     assert (int8.backend, int8.variant) == ("onnx", "int8")
+    from edgembed import UnsupportedArchitecture
+    from edgembed.export import export_bundle
+
+    # nor is a bare SPLADE checkpoint bundled as the plain encoder its files could read as
+    with pytest.raises(UnsupportedArchitecture, match="splade-bert: the engine bundle holds "
+                                                      "embedding models; this is a sparse model"):
+        export_bundle(model_dir("splade-bert"), out=sp_home / "x.emb")

@@ -143,8 +143,11 @@ class BatcherCore:
         single = isinstance(texts, str)
         items: list[str] = [texts] if isinstance(texts, str) else list(texts)
         for t in items:
-            if not isinstance(t, str):
-                raise InputError(f"texts must be str, got {type(t).__name__}")
+            # a text, or a (query, document) pair for a cross-encoder target
+            if not isinstance(t, str) and not (
+                    isinstance(t, tuple) and len(t) == 2 and all(isinstance(x, str) for x in t)):
+                raise InputError(f"texts must be str (or (query, document) pairs of str), got "
+                                 f"{type(t).__name__}")
         try:
             lane = Lane(priority)
         except ValueError:

@@ -79,6 +79,20 @@ def _require_exportable(spec: ModelSpec) -> None:
             "catalog model waits for)")
 
 
+def _require_engine_task(pulled: PulledModel) -> None:
+    """The engine bundle holds what the engine runs: a cross-encoder or SPLADE model (whose
+    files alone may read as a plain encoder, as SPLADE-tiny's do) is refused, not bundled as
+    an embedding model, until the engine has their heads."""
+    from ..capabilities import ENGINE_TASKS
+
+    task = describe_pulled(pulled).task
+    if task not in ENGINE_TASKS:
+        raise UnsupportedArchitecture(
+            f"{pulled.spec.name}: the engine bundle holds embedding models; this is a "
+            f"{task.value} model, which the engine cannot run yet (its head is not in the "
+            "engine); run it with backend='onnx'")
+
+
 def _manifest_for(pulled: PulledModel, desc: ModelDescription) -> Manifest:
     spec: ModelSpec = pulled.spec
     from ..sources import FILES_RECORD  # the digests recorded at pull time
@@ -185,6 +199,7 @@ def export_bundle(
 
     pulled = pull(model)
     _require_exportable(pulled.spec)
+    _require_engine_task(pulled)
     model_dir = pulled.dir
     try:
         manifest = Manifest.load(model_dir)

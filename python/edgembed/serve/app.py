@@ -108,6 +108,8 @@ class ServerState:
     draining: bool = False
     # Parts that can fail on their own (the batch worker): each says what is wrong, or None.
     checks: list[Callable[[], str | None]] = field(default_factory=list)
+    # More Prometheus text for /metrics (the batchers of models served beside this one).
+    extra_metrics: list[Callable[[], str]] = field(default_factory=list)
 
     @property
     def status(self) -> Literal["ready", "starting", "draining", "degraded"]:
@@ -369,6 +371,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         text = metrics.render()
         if state.batcher is not None:
             text += state.batcher.prometheus_text()
+        text += "".join(more() for more in state.extra_metrics)
         return Response(text, media_type=CONTENT_TYPE)
 
 

@@ -31,8 +31,10 @@ __all__ = ["add_arguments", "add_serve_parser", "build_parser", "main", "run", "
 
 DESCRIPTION = """\
 Serve embeddings over HTTP: the OpenAI API (POST /v1/embeddings, GET /v1/models), the Hugging
-Face TEI API (POST /embed), /health, /ready, /metrics (Prometheus) and /openapi.json. Every
-request goes through the adaptive batcher, which holds the latency target. See docs/server.md.
+Face TEI API (POST /embed), /health, /ready, /metrics (Prometheus) and /openapi.json. A
+reranker (--reranker, or a cross-encoder as --model) adds POST /rerank, /v1/rerank (Cohere and
+Jina) and /predict; a SPLADE model adds POST /embed_sparse. Every request goes through the
+adaptive batcher of its model, which holds the latency target. See docs/server.md.
 """
 
 
@@ -102,8 +104,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Every ``embed serve`` option, on ``p``."""
     d = ServeSettings()
     model = p.add_argument_group("model")
-    model.add_argument("-m", "--model", default="all-minilm-l6-v2",
-                       help="catalog name or model directory (default: %(default)s)")
+    model.add_argument("-m", "--model", action="append", default=None, metavar="MODEL",
+                       help="catalog name or model directory (default: all-minilm-l6-v2); "
+                            "repeat it to serve an embedding model with rerankers and sparse "
+                            "models beside it")
+    model.add_argument("--reranker", action="append", default=[], metavar="MODEL",
+                       help="a cross-encoder to serve on /rerank, /v1/rerank and /predict "
+                            "(repeatable; the first answers requests that name no model)")
     model.add_argument("--variant", default=None, choices=("int8", "fp32", "int4", "fp16"),
                        help="weights to run (default: int8 on CPU, fp16 on CUDA)")
     model.add_argument("--backend", default="auto", choices=("auto", "cpu", "onnx", "cuda", "wasm"),
@@ -220,9 +227,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """Load the model, bind, serve until SIGTERM/SIGINT. Errors print ``Name: message``, exit 1."""
     try:
         settings = settings_from_args(args)
-        from ..embedder import Embedder
         from .app import create_app
-        from .model import ServedModel
         from .server import bind_socket, run_server, url_of
 
         jobs = job_settings_from_args(args)
@@ -232,9 +237,14 @@ def run_serve(args: argparse.Namespace) -> int:
 
             access = jobs.access_policy(settings.api_keys)
             store = JobStore(jobs.jobs_dir)
-        embedder = Embedder.load(args.model, variant=args.variant, backend=args.backend,
-                                 threads=args.threads)
-        app = create_app(ServedModel.from_embedder(embedder), settings)
+        from .heads import install_heads, load_models
+
+        models = args.model or ([] if args.reranker else ["all-minilm-l6-v2"])
+        served, heads, loaded = load_models(models, args.reranker, variant=args.variant,
+                                            backend=args.backend, threads=args.threads)
+        app = create_app(served, settings)
+        if heads:
+            install_heads(app, heads)
         if jobs is not None:
             from .jobs_routes import install_jobs
 
@@ -252,9 +262,14 @@ def run_serve(args: argparse.Namespace) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"OSError: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
-    reason = f", {embedder.backend_reason}" if embedder.backend_reason else ""
-    _say(f"serving {embedder.model_name} ({embedder.variant} on {embedder.backend}{reason}) "
-         f"at {url_of(sock)}; API keys {'required' if settings.auth_enabled else 'off'}")
+    shown = []
+    for m in loaded:
+        reason = f", {m.backend_reason}" if m.backend_reason else ""
+        kind = {"rerank": "reranker ", "sparse": "sparse "}.get(
+            "rerank" if hasattr(m, "rerank") else getattr(m, "task", ""), "")
+        shown.append(f"{kind}{m.model_name} ({m.variant} on {m.backend}{reason})")
+    _say(f"serving {', '.join(shown)} at {url_of(sock)}; API keys "
+         f"{'required' if settings.auth_enabled else 'off'}")
     if not settings.loopback and not settings.auth_enabled:
         _say(f"warning: listening on {settings.host} without API keys; anyone who can reach "
              "this port can use it (set --api-key or EDGEMBED_API_KEYS)")

@@ -236,15 +236,17 @@ class Slicer:
     async def embed(
         self,
         key: str,
-        texts: list[str],
+        texts: list[Any],
         counts: list[int],
         *,
         priority: str,
         deadline_ms: float | None,
         started: float,
     ) -> Any:
-        """The raw vectors of ``texts`` (one row each, in order). ``deadline_ms`` counts from
-        ``started`` (``time.perf_counter``)."""
+        """The raw vectors of ``texts`` (one row each, in order; a target that returns one
+        object per text, such as sparse vectors, gives a list). ``texts`` may be
+        (query, document) pairs for a cross-encoder. ``deadline_ms`` counts from ``started``
+        (``time.perf_counter``)."""
         slices = plan_slices(counts, self.slice_tokens())
         if len(slices) == 1 and priority == "interactive":
             # What can meet the latency target goes straight to the batcher, whose admission
@@ -258,9 +260,14 @@ class Slicer:
 
         async def run(index: int, a: int, b: int) -> None:
             nonlocal out
-            part = np.asarray(await self._one(
-                key, texts[a:b], counts[a:b], lane, deadline_ms, started, index == 0),
-                dtype=np.float32)
+            got = await self._one(key, texts[a:b], counts[a:b], lane, deadline_ms, started,
+                                  index == 0)
+            if isinstance(got, list):  # one object per text (sparse vectors), not rows
+                if out is None:
+                    out = [None] * len(texts)
+                out[a:b] = got
+                return
+            part = np.asarray(got, dtype=np.float32)
             if out is None:
                 out = np.empty((len(texts), part.shape[1]), dtype=np.float32)
             out[a:b] = part
@@ -280,7 +287,7 @@ class Slicer:
     async def _one(
         self,
         key: str | None,
-        texts: list[str],
+        texts: list[Any],
         counts: list[int],
         priority: str,
         deadline_ms: float | None,
