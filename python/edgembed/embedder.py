@@ -137,7 +137,7 @@ def _sparse_default(choice: BackendChoice, asked: str) -> BackendChoice:
     why = ("sparse models default to fp32 on the CPU (int8 misses their quality bar, see "
            "docs/quantization.md)")
     return BackendChoice("onnx", "fp32", choice.max_batch_tokens,
-                         f"{choice.reason}; {why}" if choice.reason else why)
+                         f"auto: {why}" if asked == "auto" else why)
 
 
 def _as_texts(texts: str | Iterable[str], start: int = 0) -> list[str]:

@@ -938,10 +938,10 @@ _SPLADE_KEYS = ("pooling_strategy", "activation_function", "embedding_dimension"
 
 
 def _score_activation(cfg: _Fields, st: _StConfig, n_labels: int) -> Activation:
-    """What a cross-encoder applies to its logits, where sentence-transformers looks for it:
-    ``activation_fn`` in config_sentence_transformers.json (version 5.4 on), else
-    ``sentence_transformers.activation_fn`` in config.json (versions 4 to 5.3), else
-    ``sbert_ce_default_activation_function`` there (older), else sigmoid for one label and
+    """What a cross-encoder applies to its logits, where sentence-transformers 6 looks for it:
+    ``activation_fn`` in config_sentence_transformers.json (what it writes), else
+    ``sentence_transformers.activation_fn`` in config.json (what earlier versions wrote), else
+    ``sbert_ce_default_activation_function`` there (the oldest), else sigmoid for one label and
     identity for more (its default)."""
     found: tuple[Path, str, Any] | None = None
     if st.fields.has("activation_fn"):
