@@ -105,7 +105,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d = ServeSettings()
     model = p.add_argument_group("model")
     model.add_argument("-m", "--model", action="append", default=None, metavar="MODEL",
-                       help="catalog name or model directory (default: all-minilm-l6-v2); "
+                       help="catalog name or model directory (default: all-minilm-l6-v2, or none "
+                            "with --reranker); "
                             "repeat it to serve an embedding model with rerankers and sparse "
                             "models beside it")
     model.add_argument("--reranker", action="append", default=[], metavar="MODEL",
