@@ -242,6 +242,69 @@ def test_an_embedding_request_never_waits_for_a_rerank_batch(loaded: Any) -> Non
                                                                      for w in want]
 
 
+def test_a_rerank_request_never_waits_for_an_embedding_batch(loaded: Any) -> None:
+    """The other way round: an embedding batch is held at a gate; a rerank and a sparse
+    request sent meanwhile are answered, each by its model's own batcher."""
+    main: ServedModel = loaded[0]
+    entered, release = threading.Event(), threading.Event()
+
+    def gated(texts: list[str]) -> Any:
+        entered.set()
+        assert release.wait(60)
+        return main.embed(texts)
+
+    held = ServedModel(name=main.name, dim=main.dim, max_length=main.max_length,
+                       embed_raw=gated, count_tokens=lambda t, trunc: main.tokens(
+                           t, truncate=trunc), max_batch_tokens=main.max_batch_tokens)
+    app = create_app(held, ServeSettings(latency_target_ms=1000))
+    install_heads(app, [ServedHead(h.model) for h in loaded[1]])
+    results: dict[str, Any] = {}
+    with BackgroundServer(app) as s, httpx.Client(base_url=s.url, timeout=60) as c:
+        def embed() -> None:
+            results["embed"] = c.post("/embed", json={"inputs": DOCS})
+
+        t = threading.Thread(target=embed)
+        t.start()
+        assert entered.wait(30)
+        ranked = c.post("/rerank", json={"query": QUERY, "texts": DOCS})
+        sparse = c.post("/embed_sparse", json={"inputs": DOCS})
+        assert ranked.status_code == 200 and sparse.status_code == 200
+        assert "embed" not in results
+        release.set()
+        t.join(60)
+    assert results["embed"].status_code == 200
+    r: Reranker = models(loaded)["rerank-bert"]
+    assert [g["index"] for g in ranked.json()] == [w.index for w in r.rerank(QUERY, DOCS)]
+
+
+def test_pairs_and_sparse_texts_cost_their_tokens(loaded: Any) -> None:
+    """Each model's batcher counts what its encoder reads: a pair costs the tokens of the
+    query and the document together (special tokens included), a sparse text its tokens; the
+    embedding model's batcher sees none of it."""
+    main = loaded[0]
+    heads = [ServedHead(h.model) for h in loaded[1]]
+    r: Reranker = models(loaded)["rerank-bert"]
+    splade: Embedder = models(loaded)["splade-bert"]
+    app = create_app(main, ServeSettings(latency_target_ms=1000))
+    install_heads(app, heads)
+    with BackgroundServer(app) as s, httpx.Client(base_url=s.url, timeout=60) as c:
+        assert c.post("/rerank", json={"query": QUERY, "texts": DOCS}).status_code == 200
+        assert c.post("/embed_sparse", json={"inputs": DOCS}).status_code == 200
+        by_task = {h.task: h for h in heads if h.name in ("rerank-bert", "splade-bert")}
+        rerank = by_task["rerank"].batcher
+        sparse = by_task["sparse"].batcher
+        dense = app.state.edgembed.batcher
+        assert rerank is not None and sparse is not None and dense is not None
+        pair_tokens = r.count_tokens([(QUERY, d) for d in DOCS])
+        ids, types = r.tokenize([(QUERY, d) for d in DOCS])
+        assert pair_tokens == [len(x) for x in ids]
+        # [CLS] query [SEP] (type 0) is the same in every pair; the document's part follows
+        assert len({t.count(0) for t in types}) == 1 and min(t.count(1) for t in types) >= 1
+        assert rerank.stats().batch_tokens_histogram["sum"] == sum(pair_tokens)
+        assert sparse.stats().batch_tokens_histogram["sum"] == sum(splade.count_tokens(DOCS))
+        assert dense.stats().batches == 0
+
+
 def test_a_server_of_a_reranker_alone(loaded: Any) -> None:
     main, heads, _ = load_models([RERANK], [], variant="fp32", backend="onnx")
     assert main.name == "rerank-bert" and [h.name for h in heads] == ["rerank-bert"]
