@@ -37,7 +37,7 @@ ENGINE_FAMILIES = frozenset(f.value for f in Family)  # the C engine (export/bun
 ENGINE_POOLINGS = frozenset(Pooling)  # every sentence-transformers mode (runtime/src/pooling.c)
 ENGINE_TOKENIZERS = frozenset({"wordpiece", "unigram", "bpe"})  # the engine's tokenizer stages
 TASKS = frozenset({Task.EMBEDDING, Task.RERANK, Task.SPARSE})  # Embedder, Reranker, embed_sparse
-ENGINE_TASKS = frozenset({Task.EMBEDDING})  # the engine has no classification or MLM head yet
+ENGINE_TASKS = frozenset(TASKS)  # pooling, the classification head, the MLM head (heads.c)
 
 _TASK_API = {Task.RERANK: "the rerank API (score query-document pairs)",
              Task.SPARSE: "the sparse-embedding API (SPLADE vectors)"}

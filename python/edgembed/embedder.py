@@ -131,7 +131,7 @@ def _task_of(model: Any) -> str | None:
 
 def _sparse_default(choice: BackendChoice, asked: str) -> BackendChoice:
     """SPLADE models run fp32 on the CPU unless a variant is named: int8 misses their quality
-    bar (docs/quantization.md) for a tenth more speed; the engine has no MLM head yet."""
+    bar (docs/quantization.md), on onnxruntime and in the engine alike."""
     if choice.variant != "int8" or asked not in ("auto", "onnx", "cpu"):
         return choice
     why = ("sparse models default to fp32 on the CPU (int8 misses their quality bar, see "
@@ -528,10 +528,18 @@ class Embedder:
         budget = max_batch_tokens or self.max_batch_tokens
         for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
             with self._encode_lock:
-                block = self._output.encode(self._backend, [ids[i] for i in batch], None)
+                block = self._sparse_rows([ids[i] for i in batch])
             for i, vector in zip(batch, from_dense_rows(block, top), strict=True):
                 out[i] = vector
         return [v for v in out if v is not None]
+
+    def _sparse_rows(self, ids: list[list[int]]) -> Any:
+        """SPLADE weights (B, V) of one batch: the engine backends' masked-LM head
+        (``sparse``, pooled as the model says), or the ONNX graph's ``sparse_embedding``."""
+        sparse = getattr(self._backend, "sparse", None)
+        if sparse is not None:
+            return sparse(ids)[0]
+        return self._output.encode(self._backend, ids, None)
 
     def decode_sparse(self, vector: SparseEmbedding,
                       top_k: int | None = None) -> list[tuple[str, float]]:

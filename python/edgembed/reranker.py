@@ -4,13 +4,15 @@ The pipeline of one ``score`` call::
 
     pairs ─► pair tokenization (tokenizers' pair encoding, the model's truncation strategy)
           ─► sort by length ─► token-budget batches (a pair costs its query + document tokens)
-          ─► backend.encode (logits, with the pairs' token types)  ─► restore input order
+          ─► backend.encode (logits, with the pairs' token types; the engine backends'
+             scores)  ─► restore input order
           ─► the model's activation (sigmoid for one label) unless ``raw``
 
 ``rerank(query, documents, top_n=)`` scores every (query, document) pair and returns the
 documents best first. Models are sentence-transformers cross-encoders (BERT, XLM-RoBERTa,
 ModernBERT, ... ``*ForSequenceClassification``; see docs/architectures.md), pulled and exported
-like embedding models (``embed pull``), run by onnxruntime on the CPU or CUDA. Every variant is
+like embedding models (``embed pull``), run by onnxruntime on the CPU or CUDA, or by the C
+engine (``backend="native"`` or ``"wasm"``: the same bits on both). Every variant is
 batch-invariant: a pair's score never depends on the other pairs of its batch.
 
 Thread safety is the Embedder's: one Reranker may be shared by threads; encoder calls are
@@ -129,9 +131,10 @@ class Reranker:
         """Load the cross-encoder ``model`` (a catalog name such as ``ms-marco-minilm-l6-v2``
         or ``bge-reranker-base``, a hub id ``ORG/NAME`` with the ``[hub]`` extra, or a model
         directory), pulling and exporting it first if this machine has not yet. ``variant``,
-        ``backend`` (``auto``, ``onnx``, ``cuda``), ``threads`` and ``progress`` are
-        :meth:`Embedder.load`'s. The C engine (``native``, ``wasm``) does not run
-        classification heads yet: ``auto`` takes onnxruntime, and naming the engine says so.
+        ``backend`` (``auto``, ``onnx``, ``cuda``, ``native``, ``wasm``), ``threads`` and
+        ``progress`` are :meth:`Embedder.load`'s. ``native`` and ``wasm`` run the C engine's
+        classification head on the int8 engine bundle (written on first use; the pairs are
+        tokenized by ``tokenizers``); ``auto`` takes onnxruntime (CUDA or the CPU).
         """
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive integer, not {threads!r}")
@@ -302,10 +305,18 @@ class Reranker:
         out = np.zeros((len(ids), self.num_labels), np.float32)
         for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
             with self._encode_lock:
-                block = self._backend.encode(  # type: ignore[call-arg]
-                    [ids[i] for i in batch], token_types=[types[i] for i in batch])
+                block = self._run([ids[i] for i in batch], [types[i] for i in batch])
             out[batch] = np.asarray(block, np.float32)
         return out
+
+    def _run(self, ids: list[list[int]], types: list[list[int]]) -> Any:
+        """Logits of one batch: the engine backends' classification head (``scores``; token
+        types only for a model that has them), or the ONNX graph's ``logits`` output."""
+        scores = getattr(self._backend, "scores", None)
+        if scores is not None:
+            with_types = int(getattr(self._backend, "type_vocab_size", 0)) > 1
+            return scores(ids, type_ids=types if with_types else None)
+        return self._backend.encode(ids, token_types=types)  # type: ignore[call-arg]
 
     def _encode(self, items: list[Pair | str], truncate: bool) -> tuple[list[list[int]],
                                                                         list[list[int]]]:

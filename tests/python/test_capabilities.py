@@ -112,11 +112,9 @@ def test_what_catalog_models_wait_for() -> None:
     assert gaps(get_spec("paraphrase-multilingual-minilm-l12-v2")) == ()  # BERT + Unigram
     assert gaps(get_spec("multilingual-e5-small")) == ()  # XLM-RoBERTa + Unigram
     assert export_gaps(get_spec("all-mpnet-base-v2")) == ()
-    # rerank and sparse models run on onnx; the engine has no classification or MLM head yet
-    for name, task in (("ms-marco-minilm-l6-v2", "rerank"), ("splade-tiny", "sparse")):
-        assert export_gaps(get_spec(name)) == ()
-        assert [(str(g), g.engine_only) for g in gaps(get_spec(name))] == [
-            (f"the {task} head in the engine (backend 'onnx' runs it now)", True)]
+    # rerank and sparse models run everywhere: the engine has both heads
+    for name in ("ms-marco-minilm-l6-v2", "bge-reranker-base", "splade-tiny"):
+        assert gaps(get_spec(name)) == (), name
 
 
 def test_a_catalog_task_the_files_contradict_is_refused(
@@ -172,9 +170,7 @@ def test_embed_models_says_what_each_entry_waits_for(
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:] if line}
     assert lines["all-minilm-l6-v2"].endswith("wheel+hub   ready")
     assert lines["multilingual-e5-small"].endswith("ready; needs the hub")
-    assert lines["ms-marco-minilm-l6-v2"].endswith(
-        "backend onnx only; the engine backends wait for the rerank head in the engine; needs "
-        "the hub")
+    assert lines["ms-marco-minilm-l6-v2"].endswith("ready; needs the hub")
     assert main(["models", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
     e5 = rows["multilingual-e5-small"]
@@ -182,4 +178,5 @@ def test_embed_models_says_what_each_entry_waits_for(
     assert e5["blocked_by"] == []
     assert e5["hub_repo"] == "intfloat/multilingual-e5-small" and not e5["pulled"]
     assert e5["prompts"] == {"query": "query: ", "document": "passage: "}
-    assert rows["splade-tiny"]["runs_on"] == ["onnx"] and not rows["splade-tiny"]["needs_hub"]
+    assert rows["splade-tiny"]["runs_on"] == ["onnx", "native", "wasm"]
+    assert not rows["splade-tiny"]["needs_hub"]

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from edgembed import (
-    BackendUnavailable,
     Embedder,
     InputError,
     InputTooLong,
@@ -150,12 +149,15 @@ def test_tasks_load_only_where_they_belong(rr_home: Path) -> None:
         Reranker.load(model_dir("bert-h48-mean"), variant="fp32", backend="onnx")
 
 
-def test_the_engine_backends_say_they_lack_the_head(rr_home: Path) -> None:
-    with pytest.raises(BackendUnavailable, match="backend 'wasm' runs the edgembed engine, "
-                                                 "which has no classification head"):
-        Reranker.load(model_dir("rerank-bert"), backend="wasm")
-    with pytest.raises(BackendUnavailable, match="backend 'native' runs the edgembed engine, "
-                                                 "which has no classification head"):
-        Reranker.load(model_dir("rerank-bert"), backend="native")
+def test_auto_takes_onnx_and_the_engine_runs_when_named(rr_home: Path) -> None:
+    """``auto`` runs cross-encoders on onnxruntime; the engine backends run them when named
+    (test_engine_rerank_sparse.py checks their scores)."""
+    from edgembed.backends.native import native_available
+
     auto = Reranker.load(model_dir("rerank-bert"))
     assert (auto.backend, auto.variant) == ("onnx", "int8")
+    if native_available()[0]:
+        engine = Reranker.load(model_dir("rerank-bert"), backend="native")
+        assert (engine.backend, engine.variant) == ("native", "int8")
+        assert engine.score(("a query", "a document")) == pytest.approx(
+            auto.score(("a query", "a document")), abs=0.02)

@@ -130,22 +130,23 @@ def test_a_bare_checkpoint_is_sparse_when_the_caller_says(sp_home: Path) -> None
     assert plain.task == "embedding" and plain.dim == 32
 
 
-def test_the_engine_backends_say_they_lack_the_head(sp_home: Path) -> None:
-    from edgembed import BackendUnavailable
+def test_auto_takes_fp32_and_int8_goes_to_the_engine(sp_home: Path) -> None:
+    """Sparse models default to fp32 on onnxruntime; int8, named, runs where int8 runs best
+    (the native engine when it loads, as for embeddings; test_engine_rerank_sparse.py checks
+    its vectors)."""
+    from edgembed.backends.native import native_available
 
-    with pytest.raises(BackendUnavailable, match="backend 'wasm' runs the edgembed engine, which "
-                                                 "has no masked-LM head"):
-        Embedder.load(model_dir("splade-bert"), backend="wasm")
     auto = Embedder.load(model_dir("splade-bert"))
     assert (auto.backend, auto.variant) == ("onnx", "fp32")
     assert auto.backend_reason.endswith("sparse models default to fp32 on the CPU (int8 misses "
                                         "their quality bar, see docs/quantization.md)")
     int8 = Embedder.load(model_dir("splade-bert"), variant="int8")
-    assert (int8.backend, int8.variant) == ("onnx", "int8")
-    from edgembed import UnsupportedArchitecture
+    engine = "native" if native_available()[0] else "onnx"
+    assert (int8.backend, int8.variant) == (engine, "int8")
     from edgembed.export import export_bundle
+    from edgembed.export.bundle import read_bundle_header
 
-    # nor is a bare SPLADE checkpoint bundled as the plain encoder its files could read as
-    with pytest.raises(UnsupportedArchitecture, match="splade-bert: the engine bundle holds "
-                                                      "embedding models; this is a sparse model"):
-        export_bundle(model_dir("splade-bert"), out=sp_home / "x.emb")
+    # the engine bundle of a SPLADE model holds its masked-LM head
+    _, path = export_bundle(model_dir("splade-bert"), out=sp_home / "x.emb")
+    meta = read_bundle_header(path).metadata
+    assert (meta["head"], meta["sparse.pooling"], meta["vocab_size"]) == ("mlm", "max", "1000")

@@ -80,9 +80,9 @@ def _require_exportable(spec: ModelSpec) -> None:
 
 
 def _require_engine_task(pulled: PulledModel) -> None:
-    """The engine bundle holds what the engine runs: a cross-encoder or SPLADE model (whose
-    files alone may read as a plain encoder, as SPLADE-tiny's do) is refused, not bundled as
-    an embedding model, until the engine has their heads."""
+    """The engine bundle holds what the engine runs: a model of a task the engine has no head
+    for is refused, not bundled as an embedding model (SPLADE-tiny's files alone read as a
+    plain encoder: the catalog's task goes to the bundle writer too)."""
     from ..capabilities import ENGINE_TASKS
 
     task = describe_pulled(pulled).task
@@ -217,7 +217,7 @@ def export_bundle(
     os.close(fd)
     try:
         info = write_bundle(pulled.source_dir, Path(tmp), max_length=pulled.spec.max_seq_length,
-                            name=pulled.spec.name)
+                            name=pulled.spec.name, task=pulled.spec.task)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

@@ -716,17 +716,20 @@ def write_bundle(
     *,
     max_length: int | None = None,
     name: str | None = None,
+    task: Task | None = None,
 ) -> dict[str, Any]:
     """Write the engine bundle of a sentence-transformers model directory to ``out``.
 
     The directory is read by ``model_dir.read_model_dir`` (configuration, modules, pooling,
-    Dense) and ``load_weights`` (canonical tensors); ``max_length`` defaults to the model's
-    max_seq_length. Returns the bundle's metadata strings plus ``path``, ``size`` (bytes) and
-    ``sha256`` (of the whole file), for the model manifest.
+    Dense, the head of a cross-encoder or SPLADE model) and ``load_weights`` (canonical
+    tensors); ``max_length`` defaults to the model's max_seq_length; ``task`` is the catalog's
+    word for files that do not say it themselves (a bare ``BertForMaskedLM`` is a SPLADE model
+    only when its entry says ``sparse``). Returns the bundle's metadata strings plus ``path``,
+    ``size`` (bytes) and ``sha256`` (of the whole file), for the model manifest.
     """
     hf_dir, out = Path(hf_dir), Path(out)
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
-    desc = read_model_dir(hf_dir)
+    desc = read_model_dir(hf_dir, task=task)
     config = bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name)
     v = config.vocab_size
     # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
