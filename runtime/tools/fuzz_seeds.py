@@ -5,8 +5,10 @@ mutate: ``tiny.emb`` from a tiny random BERT directory (C=32, 2 heads, F=64, 1 l
 vocabulary), and from random canonical weights ``tiny-mpnet.emb`` (relative buckets, positions
 skipping padding, no token types, a ragged hidden size of 36, max pooling) and
 ``tiny-modernbert.emb`` (rotary positions, pre-norm, GLU, no biases, a local layer, a final norm,
-Dense modules, prompts left out of the pooling), and ``nan-weights.emb`` (the MPNet seed with
-NaN and infinity among its weights). The checksum-skipping fuzz target reaches the
+Dense modules, prompts left out of the pooling), ``tiny-reranker.emb`` (a classification head:
+BERT's pooler and three labels) and ``tiny-splade.emb`` (a masked-LM head, SPLADE sum pooling,
+no decoder bias), and ``nan-weights.emb`` (the MPNet seed with NaN and infinity among its
+weights). The checksum-skipping fuzz target reaches the
 configuration checks and the encoder of each. Run from the repository root:
 
     .venv/bin/python runtime/tools/fuzz_seeds.py
@@ -134,6 +136,8 @@ def canonical_weights(cfg: BundleConfig, dense: tuple[int, ...], seed: int) -> d
         w["embeddings.position"] = n(cfg.max_positions, c)
     if cfg.relative_buckets:
         w["encoder.relative_bias"] = n(cfg.relative_buckets, cfg.n_heads)
+    if cfg.type_vocab_size:
+        w["embeddings.token_type"] = n(cfg.type_vocab_size, c)
     up = 2 * f if cfg.ffn == "glu" else f
     for layer in range(cfg.n_layers):
         p = f"layers.{layer}."
@@ -150,6 +154,13 @@ def canonical_weights(cfg: BundleConfig, dense: tuple[int, ...], seed: int) -> d
     for i, e in enumerate(dense):
         w[f"dense.{i}.weight"], w[f"dense.{i}.bias"] = n(e, k), n(e)
         k = e
+    if cfg.head == "classifier":
+        w["pooler.dense.weight"], w["pooler.dense.bias"] = n(c, c), n(c)
+        w["classifier.out.weight"], w["classifier.out.bias"] = n(cfg.n_labels, c), n(cfg.n_labels)
+    if cfg.head == "mlm":
+        w["mlm.transform.weight"], w["mlm.transform.bias"] = n(c, c), n(c)
+        w["mlm.norm.weight"], w["mlm.norm.bias"] = 1 + n(c), n(c)
+        w["mlm.decoder.weight"] = n(cfg.vocab_size, c)
     return w
 
 
@@ -165,6 +176,15 @@ FEATURE_SEEDS = {
         norm="pre", norm_bias=False, attention_bias=False, ffn_bias=False, final_norm=True,
         ffn="glu", layer_attention="gl", local_window=3, pooling="mean", include_prompt=False,
         dense_activations=("tanh", "identity"), normalize=True), (24, 8)),
+    "tiny-reranker.emb": (BundleConfig(
+        name="tiny-reranker", family="bert", dim=32, n_layers=1, n_heads=2, ffn_dim=40,
+        vocab_size=len(VOCAB), max_length=16, max_positions=16, pooling="cls",
+        head="classifier", n_labels=3, classifier_activation="tanh",
+        score_activation="sigmoid"), ()),
+    "tiny-splade.emb": (BundleConfig(
+        name="tiny-splade", family="bert", dim=36, n_layers=1, n_heads=3, ffn_dim=40,
+        vocab_size=len(VOCAB), max_length=16, max_positions=16, pooling="cls", head="mlm",
+        mlm_activation="gelu_tanh", sparse_pooling="sum", sparse_activation="log1p_relu"), ()),
 }
 
 

@@ -1,7 +1,8 @@
 /*
  * fuzz_bundle.c — libFuzzer target: any bytes as a bundle. The checksum is skipped so that
  * mutated files reach the header, shape and tokenizer checks, and a model that loads is run
- * on a few tokens. Nothing may read out of bounds, trap or leak (ASan/UBSan/LeakSanitizer).
+ * on a few tokens, through its head too (scores, sparse weights and their top 4). Nothing may
+ * read out of bounds, trap or leak (ASan/UBSan/LeakSanitizer).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +28,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (int i = 0; i < 8; i++) ids[i] = (int32_t)((size_t)i * 7919u % (size_t)info.vocab_size);
                 emb_context_encode(ctx, ids, &len, 1, EMB_POOLING_MODEL, -1, out, (size_t)info.dim);
                 free(out);
+                emb_model_config cfg;
+                emb_model_get_config(m, &cfg);
+                size_t rows = cfg.head == EMB_HEAD_CLASSIFIER ? (size_t)cfg.n_labels : (size_t)cfg.vocab_size;
+                if (cfg.head != EMB_HEAD_NONE && rows <= (1 << 16)) {
+                    float *v = malloc(sizeof(float) * rows * 8);
+                    int32_t idx[4 * 8];
+                    emb_request rq = {ids, &len, NULL, NULL, 1, EMB_OUTPUT_SCORES, 0, -1, -1, 0, 0};
+                    emb_output o = {v, rows * 8, 0, 0, idx};
+                    if (cfg.head == EMB_HEAD_MLM) {
+                        rq.output = EMB_OUTPUT_SPARSE;
+                        emb_context_run(ctx, &rq, &o);
+                        rq.per_token = 1, rq.top_k = cfg.vocab_size < 4 ? cfg.vocab_size : 4;
+                    }
+                    emb_context_run(ctx, &rq, &o);
+                    free(v);
+                }
                 emb_context_free(ctx);
             }
         }
