@@ -50,9 +50,23 @@ def _manifest_from_bundle(backend: WasmBackend, source: str) -> Manifest:
 
     name = backend.meta("name") or "bundle"
     spec = catalog().get(name.lower())
+    # what the bundle's head makes it: an embedding model, a cross-encoder or a SPLADE model
+    kind = int(backend.config.get("head", 0))
+    task = {1: "rerank", 2: "sparse"}.get(kind, "embedding")
+    dim = {1: backend.config.get("n_labels", 0), 2: backend.config.get("vocab_size", 0)}.get(
+        kind, backend.dim)
+    head: dict[str, Any] = {}
+    if task == "rerank":
+        head = {"num_labels": dim,
+                "score_activation": backend.meta("classifier.score_activation") or "identity"}
+    elif task == "sparse":
+        head = {"pooling": backend.meta("sparse.pooling"),
+                "activation": backend.meta("sparse.activation")}
     return Manifest(
         name=name,
-        dim=backend.dim,
+        task=task,
+        head=head,
+        dim=int(dim),
         max_length=backend.max_length,
         pooling=backend.pooling,
         normalize=backend.normalized_by_model,

@@ -280,6 +280,11 @@ class Embedder:
         from ._bundle import open_bundle
 
         p = open_bundle(model, wasm_variant=wasm_variant, max_tokens=max_tokens, host=host)
+        if p.manifest.task == "rerank":
+            p.backend.close()
+            raise InputError(f"{p.manifest.name} is a cross-encoder (reranker), not an "
+                             "embedding model: load its exported model directory with "
+                             "Reranker.load(..., backend='wasm')")
         return cls(backend=p.backend, tokenizer=p.tokenizer, manifest=p.manifest,
                    model_dir=p.model_dir, choice=p.choice)
 
@@ -538,6 +543,8 @@ class Embedder:
         (``sparse``, pooled as the model says), or the ONNX graph's ``sparse_embedding``."""
         sparse = getattr(self._backend, "sparse", None)
         if sparse is not None:
+            if not env.HOST.numpy and hasattr(self._backend, "sparse_rows"):
+                return self._backend.sparse_rows(ids)  # array rows (Pyodide without numpy)
             return sparse(ids)[0]
         return self._output.encode(self._backend, ids, None)
 

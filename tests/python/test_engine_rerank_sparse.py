@@ -353,3 +353,36 @@ def test_splade_tiny_on_the_engine(tmp_path: Path) -> None:
         assert v[keep].tobytes() == row[j[keep]].tobytes()
         assert set(j[keep].tolist()) == set(np.argsort(-row, kind="stable")[:keep.sum()].tolist())
     be.close()
+
+
+def test_a_bundle_alone_embeds_sparse(bundled: Callable[[str], Bundled],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Embedder.from_bundle`` on a SPLADE bundle (the wasm engine and its own tokenizer, as
+    in Pyodide): a sparse model whose ``embed_sparse`` gives the native engine's weights, with
+    numpy and, on ``array`` rows, without it; a cross-encoder's bundle says how to load it."""
+    _native()
+    _wasm()
+    import dataclasses
+
+    from edgembed import Embedder, env
+    from edgembed.errors import InputError
+
+    m = bundled("splade-bert")
+    n = 40
+    want = NativeBackend(m.path, threads=1).sparse(m.ids[:n])[0]
+    e = Embedder.from_bundle(m.path)
+    assert (e.task, e.dim, e.backend) == ("sparse", m.desc.output_dim, "wasm")
+    assert e._tokenizer.encode(texts()[:n], truncate=True)[0] == m.ids[:n]
+    got = np.stack([v.to_dense() for v in e.embed_sparse(texts()[:n])])
+    assert got.tobytes() == want.tobytes()
+    monkeypatch.setattr(env, "HOST", dataclasses.replace(env.HOST, numpy=False))
+    plain = Embedder.from_bundle(m.path).embed_sparse(texts()[:n])
+    from array import array
+
+    assert all(isinstance(v.indices, array) for v in plain)
+    for v, row in zip(plain, want, strict=True):
+        assert list(v.indices) == np.flatnonzero(row > 0).tolist()
+        assert array("f", v.values).tobytes() == row[row > 0].tobytes()
+    monkeypatch.undo()
+    with pytest.raises(InputError, match=r"rerank-bert is a cross-encoder .*Reranker\.load"):
+        Embedder.from_bundle(bundled("rerank-bert").path)

@@ -462,6 +462,19 @@ class Engine:
             flat.byteswap()
         return [flat[i * d : (i + 1) * d] for i in range(rows)]
 
+    def run_rows(self, batch: Sequence[Sequence[int]], output: Output,
+                 **inputs: Any) -> list[array[float]]:
+        """``run_into`` without numpy: one ``array('f')`` per result row (SCORES, or SPARSE
+        without ``top_k``)."""
+        d = self.row_width(output)
+        per_tok = output == Output.TOKENS or (output == Output.SPARSE and inputs.get("per_token"))
+        rows = sum(len(s) for s in batch) if per_tok else len(batch)
+        flat = array("f", bytes(4 * d * rows))
+        self.run_into(batch, memoryview(flat).cast("B"), output=output, **inputs)
+        if _BIG_ENDIAN:
+            flat.byteswap()
+        return [flat[i * d : (i + 1) * d] for i in range(rows)]
+
     def _out_buffer(self, nbytes: int) -> int:
         """The wasm output buffer, grown to ``nbytes`` when a call needs more."""
         if nbytes > self._out_cap:

@@ -84,6 +84,7 @@ class WasmBackend:
         self.bundle_version = e.bundle_version
         self.hidden_dim, self.type_vocab_size = e.hidden_dim, e.type_vocab_size
         self.include_prompt = e.include_prompt
+        self.config: dict[str, int] = dict(e.config)  # emb_model_config (head, n_labels, …)
         self.takes_prompt_length = True  # encode(..., prompt_lengths=) leaves prompts out
 
     # ── the Backend interface ──
@@ -155,6 +156,11 @@ class WasmBackend:
                    indices=None if indices is None else indices.data.cast("B"))
         return (values.astype(np.float32, copy=False),
                 None if indices is None else indices.astype(np.int32, copy=False))
+
+    def sparse_rows(self, batch: Sequence[Sequence[int]]) -> list[array[float]]:
+        """``sparse`` without numpy: each sequence's pooled SPLADE weights, ``array('f')`` of
+        vocab_size floats."""
+        return self._engine.run_rows(batch, Output.SPARSE)
 
     def encode_rows(self, batch: Sequence[Sequence[int]],
                     prompt_lengths: Sequence[int] | None = None) -> list[array[float]]:
