@@ -76,7 +76,8 @@
  *        n_labels          logits per sequence                          (head "classifier")
  *        classifier.pooling     "cls" (the first token) or "mean" (every token) (head "classifier")
  *        classifier.activation  after classifier.dense: "tanh" (BERT's pooler, RoBERTa), "relu"
- *                          (DistilBERT), "gelu", "gelu_tanh" (ModernBERT) or "identity"
+ *                          (DistilBERT), "gelu" or "gelu_tanh" (ModernBERT's
+ *                          classifier_activation) or "identity"
  *        classifier.score_activation  what a cross-encoder applies to the logits ("identity",
  *                          "sigmoid", "tanh", …): informational, the engine returns logits
  *        mlm.activation    after mlm.transform: "gelu", "gelu_tanh" or "relu"  (head "mlm")
