@@ -436,18 +436,37 @@ def test_tiny_models_tokenizers(lib: ctypes.CDLL, model: str) -> None:
     if model == "(none)":
         pytest.skip("no tests/fixtures/models/*/tokenizer.json")
     c = CTokenizer(lib, MODELS / model, 128)
+    spec = json.loads((MODELS / model / "tokenizer.json").read_text(encoding="utf-8"))
+    # the model's own truncation strategy (a cross-encoder's only_second), as the bundle keeps it
+    strategy = {"LongestFirst": "longest_first", "OnlyFirst": "only_first",
+                "OnlySecond": "only_second"}[(spec.get("truncation") or {}).get("strategy",
+                                                                                "LongestFirst")]
     hf = Tokenizer.from_file(str(MODELS / model / "tokenizer.json"))
     hf.no_padding()
-    hf.enable_truncation(128)
-    spec = json.loads((MODELS / model / "tokenizer.json").read_text(encoding="utf-8"))
+    hf.enable_truncation(128, strategy=strategy)
     vocab = list(spec["model"]["vocab"])[:3000]
     words = [(w[0] if isinstance(w, list) else w).removeprefix("##").replace("\u2581", "")
              for w in vocab]
     texts = random_texts(400, SEED + 13, [w for w in words if w.strip()])
     try:
-        assert_same(texts, c_results(c, texts), hf_results(hf, texts))
+        if strategy == "longest_first":
+            assert_same(texts, c_results(c, texts), hf_results(hf, texts))
+        else:  # a single text over the max length has no second text to cut: both refuse it
+            plain = Tokenizer.from_file(str(MODELS / model / "tokenizer.json"))
+            plain.no_padding()
+            plain.no_truncation()
+            fits = [t for t in texts if len(plain.encode(t).ids) <= 128]
+            assert 0 < len(fits) < len(texts)
+            assert_same(fits, c_results(c, fits), hf_results(plain, fits))
+            for t in texts[:50]:
+                if t not in fits:
+                    assert c.encode(t)[0] == EMB_STATUS_TOO_LONG, t
         for a, b in zip(texts[:100], texts[100:200], strict=True):
-            e = hf.encode(a, b)
+            try:
+                e = hf.encode(a, b)
+            except Exception:  # tokenizers: "sequence to truncate too short"
+                assert strategy != "longest_first" and c.encode(a, b)[0] == EMB_STATUS_TOO_LONG
+                continue
             seq = e.sequence_ids
             c.first_of_pair = lambda n, s=seq: [i for i in range(n) if s[i] == 0]
             c.second_of_pair = lambda n, s=seq: [i for i in range(n) if s[i] == 1]

@@ -41,6 +41,13 @@ def tokenizer_tables(
         kind = (spec.get("model") or {}).get("type")
         if kind in ("Unigram", "BPE"):
             return _general_tables(tj, spec)
+        trunc = spec.get("truncation") or {}
+        plain_truncation = (trunc.get("strategy", "LongestFirst") == "LongestFirst"
+                            and trunc.get("direction", "Right") == "Right")
+        if kind == "WordPiece" and not plain_truncation:
+            # the streaming WordPiece truncates pairs longest-first from the right only: another
+            # strategy (a cross-encoder's only_second) or side is the general pipeline's
+            return _general_tables(tj, spec)
         if kind == "WordPiece":
             try:
                 words, flags = _read_tokenizer(hf_dir)
