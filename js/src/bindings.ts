@@ -14,6 +14,7 @@
  */
 import {
   BUNDLE_STATUSES,
+  HEAD,
   MODEL_CONFIG_BYTES,
   MODEL_INFO_BYTES,
   missingExports,
@@ -21,6 +22,7 @@ import {
   packStruct,
   poolingName,
   REQUEST_BYTES,
+  SPARSE_POOLING,
   Status,
   unpackStruct,
   WASM_KERNELS,
@@ -50,6 +52,20 @@ export interface ModelInfo {
   /** false: leading prompt tokens are left out of the pooling (EncodeOptions.promptLengths). */
   readonly includePrompt: boolean;
   readonly nDense: number;
+  /**
+   * What the model ends with: "none" (an embedding model), "classifier" (a cross-encoder's
+   * sequence-classification head: Reranker) or "mlm" (a masked-LM head: SPLADE, embedSparse).
+   */
+  readonly head: keyof typeof HEAD;
+  /** Logits per sequence of a classifier head (0 otherwise). */
+  readonly nLabels: number;
+  /** How an mlm head folds a text's token rows into one sparse vector ("max", "sum"); null otherwise. */
+  readonly sparsePooling: "max" | "sum" | null;
+}
+
+function nameOf<T extends Readonly<Record<string, number>>>(table: T, code: number, what: string): keyof T {
+  for (const [name, value] of Object.entries(table)) if (value === code) return name as keyof T;
+  throw new RangeError(`unknown ${what} code ${code} from the engine; this package is older than its engine module`);
 }
 
 /** One emb_context_run request on buffers in the instance's memory (0: NULL, the default). */
@@ -63,8 +79,14 @@ export interface RunRequest {
   pooling: number;
   normalize: number;
   includePrompt: number;
+  /** SPARSE: the k largest weights of each row (0: every weight); needs `indices`. */
+  topK?: number;
+  /** SPARSE: one row per token instead of per sequence. */
+  perToken?: number;
   values: number;
   valuesCap: number;
+  /** SPARSE with topK: int32[valuesCap] for the rows' vocabulary ids. */
+  indices?: number;
 }
 
 /** True for the threads build: it imports its (shared) memory. */
@@ -244,6 +266,9 @@ export class EngineInstance {
       typeVocabSize: c.type_vocab_size,
       includePrompt: c.include_prompt !== 0,
       nDense: c.n_dense,
+      head: nameOf(HEAD, c.head, "head"),
+      nLabels: c.n_labels,
+      sparsePooling: c.head === HEAD.mlm ? (nameOf(SPARSE_POOLING, c.sparse_pooling, "sparse pooling") as "max" | "sum") : null,
     });
   }
 
@@ -280,6 +305,17 @@ export class EngineInstance {
     return [status, n, this.u32At(nFull)];
   }
 
+  /**
+   * emb_model_tokenize_ex for a pair of texts (`text`, then `pair`, both in this memory): ids and
+   * their token types, the tokenizer's pair template and truncation strategy.
+   */
+  tokenizePairRaw(model: Ptr, text: number, len: number, pair: number, pairLen: number, truncate: boolean, ids: number, typeIds: number, cap: number): [number, number, number] {
+    const nIds = this.scratch + 8;
+    const nFull = nIds + WASM_SIZE_T_BYTES;
+    const status = this.x.emb_model_tokenize_ex_wasm(model, text, len, pair, pairLen, truncate ? 1 : 0, ids, typeIds, 0, cap, nIds, nFull);
+    return [status, this.u32At(nIds), this.u32At(nFull)];
+  }
+
   contextInit(model: Ptr, maxTokens: number): Ptr {
     const status = this.x.emb_context_init_wasm(this.scratch, model, maxTokens);
     if (status !== Status.OK) this.fail(status, `cannot plan a context for ${maxTokens} tokens`);
@@ -306,8 +342,10 @@ export class EngineInstance {
       pooling: r.pooling,
       normalize: r.normalize,
       include_prompt: r.includePrompt,
+      top_k: r.topK ?? 0,
+      per_token: r.perToken ?? 0,
     });
-    const output = packStruct("emb_output", { values: r.values, values_cap: r.valuesCap });
+    const output = packStruct("emb_output", { values: r.values, values_cap: r.valuesCap, indices: r.indices ?? 0 });
     this.i32s(this.run, request.length).set(request);
     this.i32s(this.run + REQUEST_BYTES, output.length).set(output);
     const status = this.x.emb_context_run_wasm(ctx, this.run, this.run + REQUEST_BYTES);

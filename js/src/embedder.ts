@@ -8,7 +8,7 @@
 import { POOLING, type Pooling } from "./abi.js";
 import { EngineInstance, moduleImportsMemory, type ModelInfo } from "./bindings.js";
 import { chooseModule, type Variant } from "./modules.js";
-import { EngineSession, type TokenOffsets } from "./session.js";
+import { EngineSession, type SparseRow, type TokenOffsets } from "./session.js";
 import { EmbedderDisposed, InputError } from "./errors.js";
 import { loadBytes, type BundleSource, type LoadOptions } from "./loader.js";
 
@@ -128,6 +128,56 @@ export interface EmbedOptions {
   pooling?: Pooling;
 }
 
+export interface SparseEmbedOptions {
+  /**
+   * Keep only each vector's `maxActiveDims` largest weights (ties: the lower id), as
+   * sentence-transformers' max_active_dims; default: every positive weight.
+   */
+  maxActiveDims?: number;
+  /** As EmbedOptions: a prompt text, or one of the model's prompts by name; else the default prompt. */
+  prefix?: string;
+  promptName?: string;
+  /** Cut texts longer than the model's max length (default true); false throws InputTooLong. */
+  truncate?: boolean;
+}
+
+/**
+ * A text's sparse vector (SPLADE): `values[i]` is the weight of vocabulary id `indices[i]`, ids
+ * ascending, every weight positive; `dim` is the vocabulary's size. The shape of Python's
+ * SparseEmbedding, TEI's /embed_sparse and what Qdrant, Elasticsearch and OpenSearch index.
+ */
+export interface SparseEmbedding {
+  readonly indices: Int32Array;
+  readonly values: Float32Array;
+  readonly dim: number;
+}
+
+/** The dot product of two sparse vectors (SPLADE's similarity), summed in float64 over the shared ids. */
+export function sparseDot(a: SparseEmbedding, b: SparseEmbedding): number {
+  if (a.dim !== b.dim) throw new InputError(`sparse vectors of different sizes (${a.dim} and ${b.dim})`);
+  let i = 0;
+  let j = 0;
+  let total = 0;
+  while (i < a.indices.length && j < b.indices.length) {
+    const x = a.indices[i];
+    const y = b.indices[j];
+    if (x === y) total += a.values[i++] * b.values[j++];
+    else if (x < y) i++;
+    else j++;
+  }
+  return total;
+}
+
+/** The model's head, checked against what a call needs (Python's Embedder refuses the same way). */
+export function requireHead(session: EngineSession, want: "none" | "mlm"): void {
+  const head = session.info.head;
+  if (head === want) return;
+  const name = session.meta("name") ?? "this model";
+  if (head === "classifier") throw new InputError(`${name} is a cross-encoder (reranker), not an embedding model; load it with Reranker.load`);
+  if (head === "mlm") throw new InputError(`${name} is a sparse (SPLADE) model: embedSparse gives its vectors`);
+  throw new InputError(`${name} is an embedding model, not a sparse one: embed gives its vectors`);
+}
+
 export interface TokenizeOptions {
   truncate?: boolean;
   /** As EmbedOptions: a prompt text, or one of the model's prompts by name; else the default prompt. */
@@ -192,6 +242,7 @@ export function promptLength(session: EngineSession, prompt: string): number {
  * (`dimensions`) is taken from the raw pooled vector and renormalized here.
  */
 export function embedWith(session: EngineSession, texts: readonly string[], o: ResolvedEmbedOptions): Float32Array[] {
+  requireHead(session, "none");
   const input = o.prefix ? texts.map((t) => o.prefix + t) : texts;
   const skip = o.prefix && !session.info.includePrompt ? promptLength(session, o.prefix) : 0;
   const base = { truncate: o.truncate, pooling: o.pooling, ...(skip ? { promptLengths: texts.map(() => skip) } : {}) };
@@ -244,6 +295,11 @@ export class Embedder {
     const prompts = new Prompts(options);
     const [engine, bytes] = await Promise.all([resolveEngine(options), loadBytes(bundle, options)]);
     const session = await EngineSession.open(engine.module, bytes, options.maxTokens);
+    if (session.info.head === "classifier") {
+      const name = session.meta("name") ?? "this model";
+      session.dispose();
+      throw new InputError(`${name} is a cross-encoder (reranker), not an embedding model; load it with Reranker.load`);
+    }
     return new Embedder(session, engine.variant, prompts);
   }
 
@@ -300,6 +356,31 @@ export class Embedder {
   embedSync(texts: string | readonly string[], options: EmbedOptions = {}): Float32Array[] {
     const list = asTexts(texts);
     return embedWith(this.s, list, resolveEmbedOptions(options, this.s.info.dim, this.promptSet));
+  }
+
+  /**
+   * Sparse vectors of a SPLADE model (a masked-LM head): one SparseEmbedding per text, in
+   * order — its vocabulary ids (ascending) and their positive weights. As Python's
+   * Embedder.embed_sparse; `maxActiveDims` is its max_active_dims.
+   */
+  async embedSparse(texts: string | readonly string[], options: SparseEmbedOptions = {}): Promise<SparseEmbedding[]> {
+    return this.embedSparseSync(texts, options);
+  }
+
+  /** `embedSparse` without the promise. */
+  embedSparseSync(texts: string | readonly string[], options: SparseEmbedOptions = {}): SparseEmbedding[] {
+    const s = this.s;
+    requireHead(s, "mlm");
+    const { maxActiveDims, truncate = true } = options;
+    if (maxActiveDims !== undefined && maxActiveDims !== null && !(Number.isInteger(maxActiveDims) && maxActiveDims >= 1)) {
+      throw new InputError(`maxActiveDims must be a positive integer, not ${String(maxActiveDims)}`);
+    }
+    const prompt = this.promptSet.resolve(options.prefix, options.promptName);
+    const list = asTexts(texts);
+    const input = prompt ? list.map((t) => prompt + t) : list;
+    const dim = s.info.vocabSize;
+    const topK = maxActiveDims ? Math.min(maxActiveDims, dim) : 0;
+    return s.sparse(input, { truncate: Boolean(truncate), topK }).map((r: SparseRow) => Object.freeze({ ...r, dim }));
   }
 
   /**

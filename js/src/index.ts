@@ -2,7 +2,9 @@
  * edgembed — sentence embeddings from one small WebAssembly engine, in Node, Deno, Bun,
  * browsers and Cloudflare Workers. The public API, by name:
  *
- *   Embedder          one engine in this thread: load(bundle, options), embed, tokenize, dim, dispose
+ *   Embedder          one engine in this thread: load(bundle, options), embed, embedSparse, tokenize, dim, dispose
+ *   Reranker          a cross-encoder in this thread: load(bundle, options), score(pairs), rerank(query, documents)
+ *   sparseDot         the dot product of two sparse (SPLADE) vectors
  *   EmbedderPool      N engines in worker threads, weights shared where SharedArrayBuffer allows
  *   AdaptiveBatcher   groups concurrent requests into batches that keep a latency target
  *   env               the host, detected once
@@ -10,9 +12,11 @@
  *   provideModules    hand the package ready WebAssembly.Modules (hosts that cannot compile)
  *   errors            EdgembedError and its subclasses
  */
-export { Embedder } from "./embedder.js";
-export type { EmbedOptions, EmbedderOptions, EngineOptions, PromptOptions, TokenizeOptions } from "./embedder.js";
-export type { TokenOffsets } from "./session.js";
+export { Embedder, sparseDot } from "./embedder.js";
+export type { EmbedOptions, EmbedderOptions, EngineOptions, PromptOptions, SparseEmbedding, SparseEmbedOptions, TokenizeOptions } from "./embedder.js";
+export { Reranker } from "./reranker.js";
+export type { Pair, RerankOptions, RerankResult, RerankerOptions, ScoreOptions } from "./reranker.js";
+export type { PairTokens, TokenOffsets } from "./session.js";
 export { EmbedderPool } from "./pool.js";
 export type { PoolMode, PoolOptions } from "./pool.js";
 export { AdaptiveBatcher, estimateTokens } from "./batcher.js";

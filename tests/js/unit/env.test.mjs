@@ -27,8 +27,8 @@ test("the public API is listed by name", () => {
   assert.deepEqual(names, [
     "AdaptiveBatcher", "BackendUnavailable", "BatcherClosed", "BatcherError", "BundleError", "ChecksumMismatch",
     "DeadlineExceeded", "DownloadError", "EdgembedError", "Embedder", "EmbedderDisposed", "EmbedderPool", "EngineError",
-    "InputError", "InputTooLong", "ModelError", "ModelNotFound", "Overloaded", "WASM_FILES", "WorkerCrashed", "env",
-    "estimateTokens", "loadBytes", "provideModules", "sha256Hex",
+    "InputError", "InputTooLong", "ModelError", "ModelNotFound", "Overloaded", "Reranker", "WASM_FILES", "WorkerCrashed",
+    "env", "estimateTokens", "loadBytes", "provideModules", "sha256Hex", "sparseDot",
   ]);
   assert.ok(new pkg.ModelNotFound("x") instanceof pkg.ModelError);
   assert.ok(new pkg.Overloaded("x", 5) instanceof pkg.BatcherError);
