@@ -92,6 +92,12 @@ test("every architecture's bundle in the page (cross-host vectors)", { timeout: 
       fs.writeFileSync(path.join(VECTORS_DIR, `chromium.${c.name}.${kind}.f32`), Buffer.from(out[c.name][kind], "base64"));
     }
   }
+  const heads = await page.evaluate((m) => window.runHeads(m), manifest);
+  assert.deepEqual(problems, []);
+  for (const h of manifest.heads) {
+    assert.equal(heads[h.name].name, h.name);
+    fs.writeFileSync(path.join(VECTORS_DIR, `chromium.${h.name}.${h.task === "rerank" ? "scores" : "sparse"}.f32`), Buffer.from(heads[h.name].rows, "base64"));
+  }
   await page.close();
 });
 

@@ -6,7 +6,11 @@
 //   every case of build/js/cross_host.json (one bundle per architecture, one short text list):
 //     raw vectors from the six JavaScript hosts, wasmtime and the native engine
 //     (tests/js/python_vectors.py) and Pyodide (tests/pyodide/vectors.mjs); normalized ones from
-//     the JavaScript hosts.
+//     the JavaScript hosts;
+//   every head of build/js/cross_host.json (tiny cross-encoders and SPLADE models): rerankers'
+//     logits of their pairs and SPLADE models' sparse vectors of the texts, from the six
+//     JavaScript hosts (tests/js/unit/heads.test.mjs, the page, the Worker), wasmtime and the
+//     native engine (Pyodide's numpy-free backend has no head outputs).
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -49,7 +53,20 @@ function firstDifference(got, want, rowBytes) {
   return `first differing byte ${byte}, in vector ${Math.floor(byte / rowBytes)}`;
 }
 
-const { texts, cases } = crossHostCases();
+const { texts, cases, heads = [] } = crossHostCases();
+const HEAD_HOSTS = [...JS_HOSTS, "wasmtime", "native"];
+for (const h of heads) {
+  const kind = h.task === "rerank" ? "scores" : "sparse";
+  const rows = h.task === "rerank" ? h.pairs.length : texts.length;
+  test(`${h.name}: ${h.task === "rerank" ? "logits" : "sparse vectors"} are bit-identical across ${HEAD_HOSTS.join(", ")}`, () => {
+    const want = read(`node20.${h.name}.${kind}.f32`);
+    assert.ok(want.length > 0 && want.length % rows === 0, "one row per pair or text");
+    for (const host of HEAD_HOSTS.slice(1)) {
+      const got = read(`${host}.${h.name}.${kind}.f32`);
+      assert.ok(got.equals(want), `${host} differs from node20: ${firstDifference(got, want, want.length / rows)}`);
+    }
+  });
+}
 for (const c of cases) {
   test(`${c.name}: raw vectors are bit-identical across ${ENGINE_HOSTS.join(", ")}`, () => {
     const want = read(`node20.${c.name}.raw.f32`);

@@ -89,3 +89,20 @@ test("every architecture's bundle in the Worker (cross-host vectors)", async () 
     }
   }
 });
+
+test("every reranker and SPLADE model in the Worker (cross-host scores and sparse vectors)", async () => {
+  const { texts, heads } = crossHostCases();
+  fs.mkdirSync(VECTORS_DIR, { recursive: true });
+  for (const h of heads) {
+    const form = new FormData();
+    form.set("bundle", new Blob([fs.readFileSync(path.join(ROOT, h.bundle))]));
+    form.set("task", h.task);
+    form.set("texts", JSON.stringify(texts));
+    if (h.task === "rerank") form.set("pairs", JSON.stringify(h.pairs));
+    const res = await fetch(`${base}/head`, { method: "POST", body: form });
+    const json = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(json).slice(0, 300));
+    assert.equal(json.name, h.name);
+    fs.writeFileSync(path.join(VECTORS_DIR, `workerd.${h.name}.${h.task === "rerank" ? "scores" : "sparse"}.f32`), Buffer.from(json.rows, "base64"));
+  }
+});

@@ -77,4 +77,34 @@ window.runCases = async (manifest) => {
   return out;
 };
 
+/** A sparse vector as its dense row over the vocabulary. */
+function dense(v) {
+  const out = new Float32Array(v.dim);
+  v.indices.forEach((x, k) => {
+    out[x] = v.values[k];
+  });
+  return out;
+}
+
+/**
+ * The cross-host heads (build/js/cross_host.json): each reranker's logits of its pairs and each
+ * SPLADE model's sparse vectors of the texts (as dense rows), little-endian float32, base64.
+ */
+window.runHeads = async (manifest) => {
+  const out = {};
+  for (const h of manifest.heads) {
+    const options = { variant: "simd128", cache: false };
+    if (h.task === "rerank") {
+      const r = await edgembed.Reranker.load(`/${h.bundle}`, options);
+      out[h.name] = { name: r.name, rows: base64(pack(r.logits(h.pairs.map(([q, d]) => [manifest.texts[q], manifest.texts[d]])))) };
+      r.dispose();
+    } else {
+      const e = await edgembed.Embedder.load(`/${h.bundle}`, options);
+      out[h.name] = { name: e.name, rows: base64(pack((await e.embedSparse(manifest.texts)).map(dense))) };
+      e.dispose();
+    }
+  }
+  return out;
+};
+
 document.querySelector("#status").textContent = "ready";

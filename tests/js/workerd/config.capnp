@@ -25,6 +25,7 @@ const embedWorker :Workerd.Worker = (
     (name = "modules.js", esModule = embed "../../../js/dist/modules.js"),
     (name = "session.js", esModule = embed "../../../js/dist/session.js"),
     (name = "embedder.js", esModule = embed "../../../js/dist/embedder.js"),
+    (name = "reranker.js", esModule = embed "../../../js/dist/reranker.js"),
     (name = "pool.js", esModule = embed "../../../js/dist/pool.js"),
     (name = "batcher.js", esModule = embed "../../../js/dist/batcher.js"),
     (name = "batching/cost_model.js", esModule = embed "../../../js/dist/batching/cost_model.js"),

@@ -1,7 +1,7 @@
 // A Cloudflare Worker that embeds text with edgembed, for tests/js/workerd.test.mjs.
 // The package is imported through its Workers entry (the "workerd" export condition), which
 // hands the engine's .wasm modules to the package: Workers cannot compile WebAssembly from bytes.
-import { AdaptiveBatcher, Embedder, EmbedderPool, env } from "edgembed";
+import { AdaptiveBatcher, Embedder, EmbedderPool, Reranker, env } from "edgembed";
 import simd128 from "edgembed/wasm/edgembed.wasm";
 import bundle from "all-minilm-l6-v2.emb";
 import { base64, packVectors as pack } from "vector_bytes.mjs";
@@ -14,8 +14,9 @@ export default {
   async fetch(request) {
     const url = new URL(request.url);
     if (url.pathname === "/env") return Response.json(env);
-    if (request.method !== "POST") return new Response("POST /embed, /pool or /case", { status: 405 });
+    if (request.method !== "POST") return new Response("POST /embed, /pool, /case or /head", { status: 405 });
     if (url.pathname === "/case") return embedCase(await request.formData());
+    if (url.pathname === "/head") return headCase(await request.formData());
     let body;
     try {
       body = await request.json();
@@ -60,6 +61,39 @@ async function embedCase(form) {
       const raw = await e.embed(texts, { normalize: false });
       const normalized = await e.embed(texts, { normalize: true });
       return Response.json({ name: e.name, variant: e.variant, raw: base64(pack(raw)), normalized: base64(pack(normalized)) });
+    } finally {
+      e.dispose();
+    }
+  } catch (e) {
+    return Response.json({ error: `${e.name}: ${e.message}` }, { status: 500 });
+  }
+}
+
+// A cross-host head (build/js/cross_host.json): a reranker's logits of the form's pairs, or a
+// SPLADE model's sparse vectors of its texts as dense rows; little-endian float32, base64.
+async function headCase(form) {
+  try {
+    const bytes = new Uint8Array(await form.get("bundle").arrayBuffer());
+    const texts = JSON.parse(form.get("texts"));
+    if (form.get("task") === "rerank") {
+      const pairs = JSON.parse(form.get("pairs")).map(([q, d]) => [texts[q], texts[d]]);
+      const r = await Reranker.load(bytes, { engineModule: simd128 });
+      try {
+        return Response.json({ name: r.name, rows: base64(pack(r.logits(pairs))) });
+      } finally {
+        r.dispose();
+      }
+    }
+    const e = await Embedder.load(bytes, { engineModule: simd128 });
+    try {
+      const rows = (await e.embedSparse(texts)).map((v) => {
+        const row = new Float32Array(v.dim);
+        v.indices.forEach((x, k) => {
+          row[x] = v.values[k];
+        });
+        return row;
+      });
+      return Response.json({ name: e.name, rows: base64(pack(rows)) });
     } finally {
       e.dispose();
     }
