@@ -11,7 +11,7 @@
 #   Pyodide (npm pyodide under Node)                 tests/pyodide/vectors.mjs
 #   then: bit-identical vectors across all of them   tests/js/cross_runtime.test.mjs
 #         (the reference corpus with all-minilm-l6-v2; a short text list with one bundle per
-#         architecture, build/js/cross_host.json)
+#         architecture, and the rerankers' and SPLADE models' outputs, build/js/cross_host.json)
 #         npm pack, install, import from each host   tests/js/pack.test.mjs
 #
 # Installs what it needs, idempotently, from the npm registry, PyPI and apt only: js/'s

@@ -69,9 +69,17 @@ const sigmoid = (x) => 1 / (1 + Math.exp(-x));
 // in this package (Node 20): rerank Spearman 0.99798 .. 0.99914 per label, logits within 0.116;
 // SPLADE overlap min 0.875 .. 0.900, mean 0.9634 .. 0.9704, Spearman 0.99951 .. 0.99984.
 const RERANK_SPEARMAN = 0.997;
-const SPARSE_MIN_OVERLAP = 0.85;
-const SPARSE_MEAN_OVERLAP = 0.95;
-const SPARSE_SPEARMAN = 0.999;
+const SPARSE_BOUNDS = { minOverlap: 0.85, meanOverlap: 0.95, spearman: 0.999 };
+// SPLADE-tiny's real weights in int8 miss that bar, in the engine as in the ONNX int8 variant:
+// measured top-32 overlap min 0.714, mean 0.9849, Spearman 0.99238 (the bits of the Python
+// engine backends' test_engine_rerank_sparse.py, which holds them to these same bounds)
+const BOUNDS = { "splade-tiny": { minOverlap: 0.7, meanOverlap: 0.98, spearman: 0.99 } };
+
+/** A head model's sentence-transformers reference: tiny/<name>.json, or the real model's. */
+function headReference(name) {
+  const tiny = `tests/fixtures/reference/tiny/${name}.json`;
+  return fs.existsSync(path.join(ROOT, tiny)) ? readJson(tiny) : readJson(`tests/fixtures/reference/${name}.json`);
+}
 
 const rerankers = heads.filter((h) => h.task === "rerank");
 const sparseModels = heads.filter((h) => h.task === "sparse");
@@ -203,7 +211,8 @@ describe("Reranker against sentence-transformers' CrossEncoder", () => {
 describe("embedSparse against sentence-transformers' SparseEncoder", () => {
   for (const c of sparseModels) {
     test(c.name, async () => {
-      const ref = readJson(`tests/fixtures/reference/tiny/${c.name}.json`);
+      const ref = headReference(c.name);
+      const bounds = BOUNDS[c.name] ?? SPARSE_BOUNDS;
       const e = await Embedder.load(bundleOf(c.name), { variant: "simd128" });
       try {
         assert.equal(e.info.head, "mlm");
@@ -239,7 +248,7 @@ describe("embedSparse against sentence-transformers' SparseEncoder", () => {
         });
         const minOverlap = Math.min(...overlaps);
         const meanOverlap = overlaps.reduce((s, x) => s + x, 0) / overlaps.length;
-        assert.ok(minOverlap >= SPARSE_MIN_OVERLAP && meanOverlap >= SPARSE_MEAN_OVERLAP, `top-32 overlap min ${minOverlap}, mean ${meanOverlap}`);
+        assert.ok(minOverlap >= bounds.minOverlap && meanOverlap >= bounds.meanOverlap, `top-32 overlap min ${minOverlap}, mean ${meanOverlap}`);
         // the first half as queries, the second as documents (validate.query_document_dots)
         const half = Math.floor(texts.length / 2);
         const dots = [];
@@ -251,7 +260,7 @@ describe("embedSparse against sentence-transformers' SparseEncoder", () => {
           }
         }
         const rho = spearman(dots, wantDots);
-        assert.ok(rho >= SPARSE_SPEARMAN, `query-document dot products: Spearman ${rho}`);
+        assert.ok(rho >= bounds.spearman, `query-document dot products: Spearman ${rho}`);
 
         // a text's vector is the same alone; maxActiveDims keeps its largest weights
         const [alone] = await e.embedSparse(texts[9]);
@@ -276,6 +285,22 @@ describe("embedSparse against sentence-transformers' SparseEncoder", () => {
       }
     });
   }
+
+  test("more texts than one engine call's output holds (SPLADE-tiny: 137 rows of 30,522 weights) give each its vector alone", async () => {
+    const e = await Embedder.load(bundleOf("splade-tiny"), { variant: "simd128" });
+    try {
+      assert.equal(e.info.vocabSize, 30522);
+      const many = Array.from({ length: 300 }, (_, i) => `word ${i} ${texts[i % 40].slice(0, 12)}`);
+      const got = await e.embedSparse(many);
+      assert.equal(got.length, many.length);
+      for (const i of [0, 136, 137, 138, 274, 299]) {
+        const [alone] = await e.embedSparse(many[i]);
+        assert.ok(bitsEqual(alone.values, got[i].values) && alone.indices.join() === got[i].indices.join(), `text ${i}`);
+      }
+    } finally {
+      e.dispose();
+    }
+  });
 
   test("sparseDot, the prompt options, and the errors", async () => {
     const e = await Embedder.load(bundleOf("splade-bert"), { variant: "simd128", prompts: { query: "query: " } });
