@@ -5,7 +5,9 @@
 //
 // Runs the package from the source tree (python/ and build/wasm/ mounted into Pyodide's file
 // system; tests/python/test_pyodide.py tests the installed wheel), offline, without numpy, and
-// writes build/js/vectors/pyodide.<case>.raw.f32 (little-endian float32, pooled, not normalized).
+// writes build/js/vectors/pyodide.<case>.raw.f32 (little-endian float32, pooled, not normalized),
+// and pyodide.<head>.sparse.f32 for every SPLADE model of the manifest's heads (the masked-LM
+// head's dense rows; the rerankers need Python's pair tokenizer, which Pyodide lacks offline).
 // Needs `npm ci` in tests/pyodide (js/test.sh runs it), ./build.sh wasm and write_bundles.py.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,4 +35,17 @@ for case in manifest["cases"]:
         for row in rows:
             f.write(row.tobytes())  # wasm32 is little-endian
     print(f"wrote {out[len('/repo/'):]} ({len(rows)} vectors of {backend.dim}, {sys.platform})")
+for head in manifest.get("heads", []):
+    if head["task"] != "sparse":
+        continue
+    backend = WasmBackend("/repo/" + head["bundle"], variant="simd128")
+    try:
+        rows = backend.sparse_rows(backend.tokenize(manifest["texts"]))
+    finally:
+        backend.close()
+    out = f"/repo/build/js/vectors/pyodide.{head['name']}.sparse.f32"
+    with open(out, "wb") as f:
+        for row in rows:
+            f.write(row.tobytes())
+    print(f"wrote {out[len('/repo/'):]} ({len(rows)} rows of {len(rows[0])}, {sys.platform})")
 `);
