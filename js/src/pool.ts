@@ -147,6 +147,10 @@ export class EmbedderPool {
     if (env.threads === "none") {
       const engine = await resolveEngine(options);
       const local = await EngineSession.open(engine.module, bytes, maxTokens);
+      if (local.info.head !== "none") {
+        local.dispose();
+        throw headRefusal(local.info.head);
+      }
       return new EmbedderPool({
         mode: "in-process", variant: engine.variant, info: local.info, size: 1, init: () => { throw new Error("no workers"); },
         options, shared: null, local,
@@ -186,6 +190,10 @@ export class EmbedderPool {
       });
     }
     await pool.whenReady();
+    if (pool.info.head !== "none") {
+      pool.dispose();
+      throw headRefusal(pool.info.head);
+    }
     return pool;
   }
 
@@ -437,4 +445,13 @@ function startWorker(url: string | URL | undefined, onMessage: (m: FromWorker) =
     },
     busy: () => undefined,
   };
+}
+
+/** Why a pool does not take a model with a head: EmbedderPool runs embedding models. */
+function headRefusal(head: string): InputError {
+  return new InputError(
+    head === "classifier"
+      ? "this bundle is a cross-encoder (reranker), and EmbedderPool runs embedding models: load it with Reranker.load"
+      : "this bundle is a sparse (SPLADE) model, and EmbedderPool runs embedding models: load it with Embedder.load and call embedSparse",
+  );
 }

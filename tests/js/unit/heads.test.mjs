@@ -205,6 +205,9 @@ describe("Reranker against sentence-transformers' CrossEncoder", () => {
     await assert.rejects(Reranker.load(BUNDLE), (e) => e instanceof InputError && /not a cross-encoder \(reranker\) but an embedding model: load it with Embedder.load/.test(e.message));
     await assert.rejects(Reranker.load(bundleOf("splade-bert")), (e) => e instanceof InputError && /a sparse \(SPLADE\) model/.test(e.message));
     await assert.rejects(Embedder.load(bundleOf("rerank-bert")), (e) => e instanceof InputError && /cross-encoder \(reranker\), not an embedding model; load it with Reranker.load/.test(e.message));
+    // EmbedderPool runs embedding models only, and says so at load
+    await assert.rejects(pkg.EmbedderPool.load(bundleOf("rerank-bert"), { workers: 1 }), (e) => e instanceof InputError && /EmbedderPool runs embedding models: load it with Reranker.load/.test(e.message));
+    await assert.rejects(pkg.EmbedderPool.load(bundleOf("splade-bert"), { workers: 1, sharedWeights: false }), (e) => e instanceof InputError && /call embedSparse/.test(e.message));
   });
 });
 
