@@ -14,26 +14,54 @@ the tokenizer's own unless it already has one, exactly as sentence-transformers 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from .errors import InputTooLong, InvalidModelDir
+from .errors import BackendUnavailable, InputError, InputTooLong, InvalidModelDir
 
 __all__ = [
     "BOUNDED_FROM",
+    "DIRECTIONS",
     "EngineTokenizer",
     "HFPairTokenizer",
     "HFTokenizer",
     "PairEncoding",
+    "TokenSpan",
     "Tokenizer",
     "encode_truncated",
     "load_tokenizer",
     "prefixes",
     "prompt_length",
     "safe_prefix",
+    "truncation_direction",
     "truncation_strategy",
 ]
+
+
+DIRECTIONS = ("right", "left")  # which end truncation keeps: right keeps the start
+
+
+def truncation_direction(value: str) -> bool:
+    """True for left truncation (keep the end of a text), False for right (keep its start)."""
+    name = value.lower() if isinstance(value, str) else value
+    if name not in DIRECTIONS:
+        raise InputError(f"truncation_direction must be 'right' (keep a text's start) or "
+                         f"'left' (keep its end), not {value!r}")
+    return name == "left"
+
+
+class TokenSpan(NamedTuple):
+    """One token of a text: its id, the characters ``text[start:end]`` it covers, whether the
+    tokenizer's template added it (``[CLS]``, ``[SEP]``: then start == end == 0), and its
+    vocabulary string."""
+
+    id: int
+    start: int
+    end: int
+    special: bool
+    token: str
 
 
 class Tokenizer(Protocol):
@@ -42,17 +70,27 @@ class Tokenizer(Protocol):
     max_length: int
 
     def encode(
-        self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0
+        self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0,
+        left: bool = False,
     ) -> tuple[list[list[int]], int]:
         """Token ids per text and how many texts were truncated.
 
         With ``truncate=False`` and ``check``, a text over max_length raises InputTooLong
         naming its index (``start`` is the index of ``texts[0]`` in the caller's input).
+        ``left``: truncation keeps a text's last tokens (and the template's special tokens).
         """
         ...
 
     def count(self, texts: list[str], truncate: bool) -> list[int]:
         """Tokens each text costs the encoder (its full length when ``truncate`` is off)."""
+        ...
+
+    def spans(self, texts: list[str], *, add_special_tokens: bool) -> list[list[TokenSpan]]:
+        """Every token of each text (no truncation) with the characters it covers."""
+        ...
+
+    def decode(self, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        """The text of each id sequence."""
         ...
 
     def prompt_length(self, prompt: str) -> int:
@@ -62,7 +100,8 @@ class Tokenizer(Protocol):
 
 
 def load_tokenizer(
-    source_dir: Path, max_length: int, *, truncate: bool = True, lowercase: bool = False
+    source_dir: Path, max_length: int, *, truncate: bool = True, lowercase: bool = False,
+    left: bool = False,
 ) -> Any:
     from tokenizers import Tokenizer, normalizers
 
@@ -83,7 +122,7 @@ def load_tokenizer(
         if not any(isinstance(n, normalizers.Lowercase) for n in parts):
             tok.normalizer = normalizers.Sequence([normalizers.Lowercase(), *parts])
     if truncate:
-        tok.enable_truncation(max_length)
+        tok.enable_truncation(max_length, direction="left" if left else "right")
     else:
         tok.no_truncation()
     return tok
@@ -98,15 +137,30 @@ class HFTokenizer:
 
     def __init__(self, source_dir: Path, max_length: int, *, lowercase: bool = False) -> None:
         self.max_length = max_length
+        self._source = (source_dir, lowercase)
         self._truncating = load_tokenizer(source_dir, max_length, truncate=True,
                                           lowercase=lowercase)
         self._full = load_tokenizer(source_dir, max_length, truncate=False, lowercase=lowercase)
+        self._left: Any = None  # truncating on the left, loaded on first use
+        self._left_lock = threading.Lock()
+
+    def _left_truncating(self) -> Any:
+        with self._left_lock:
+            if self._left is None:
+                source_dir, lowercase = self._source
+                self._left = load_tokenizer(source_dir, self.max_length, truncate=True,
+                                            lowercase=lowercase, left=True)
+            return self._left
 
     def encode(
-        self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0
+        self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0,
+        left: bool = False,
     ) -> tuple[list[list[int]], int]:
         if not texts:
             return [], 0
+        if truncate and left:  # keeps a text's end: the whole text is tokenized
+            encs = self._left_truncating().encode_batch(texts)
+            return [e.ids for e in encs], sum(1 for e in encs if e.overflowing)
         limit = BOUNDED_FROM * self.max_length
         if truncate:
             if all(len(t) <= limit for t in texts):
@@ -148,6 +202,28 @@ class HFTokenizer:
 
     def prompt_length(self, prompt: str) -> int:
         return prompt_length(self._truncating, prompt)
+
+    def spans(self, texts: list[str], *, add_special_tokens: bool) -> list[list[TokenSpan]]:
+        out = []
+        for enc in self._full.encode_batch(texts, add_special_tokens=add_special_tokens):
+            out.append([TokenSpan(i, s, e, bool(m), t) for i, (s, e), m, t in zip(
+                enc.ids, enc.offsets, enc.special_tokens_mask, enc.tokens, strict=True)])
+        return out
+
+    @property
+    def vocab_size(self) -> int:
+        size: int = self._full.get_vocab_size(with_added_tokens=True)
+        return size
+
+    def decode(self, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        size = self.vocab_size
+        for i, seq in enumerate(ids):
+            for j, token in enumerate(seq):
+                if not 0 <= token < size:
+                    raise InputError(f"ids[{i}][{j}] is {token}, not a token of this model "
+                                     f"(ids are 0 to {size - 1})")
+        texts: list[str] = self._full.decode_batch(ids, skip_special_tokens=skip_special_tokens)
+        return texts
 
 
 # --- pairs (cross-encoders) -----------------------------------------------------------------
@@ -272,8 +348,13 @@ class EngineTokenizer:
         self.max_length: int = backend.max_length
 
     def encode(
-        self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0
+        self, texts: list[str], *, truncate: bool, check: bool = True, start: int = 0,
+        left: bool = False,
     ) -> tuple[list[list[int]], int]:
+        if left and truncate:
+            raise InputError("the engine's tokenizer truncates on the right only; for "
+                             "truncation_direction='left' load the model directory, not a "
+                             "bundle")
         ids: list[list[int]] = []
         truncated = 0
         for i, text in enumerate(texts):
@@ -305,6 +386,14 @@ class EngineTokenizer:
         last = tokens[-1] if tokens else None
         closing = last is not None and len(tokens) > 1 and (last[1], last[2]) == (0, 0)
         return len(tokens) - (1 if closing else 0)
+
+    def spans(self, texts: list[str], *, add_special_tokens: bool) -> list[list[TokenSpan]]:
+        raise BackendUnavailable("token offsets and strings need the model's tokenizer.json; "
+                                 "load the model directory, not a bundle")
+
+    def decode(self, ids: list[list[int]], *, skip_special_tokens: bool) -> list[str]:
+        raise BackendUnavailable("decoding needs the model's tokenizer.json; load the model "
+                                 "directory, not a bundle")
 
 
 # --- long texts: tokenize a bounded prefix -----------------------------------------------------

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import env
 from ._corpus import calibration_texts
-from ._tokenize import HFTokenizer, Tokenizer
+from ._tokenize import HFTokenizer, Tokenizer, TokenSpan, truncation_direction
 from ._unicode import well_formed
 from .backends import Backend
 from .backends._engine import BundleSource
@@ -57,6 +57,7 @@ from .prepare import Progress, prepare_model
 from .sparse import SparseEmbedding, from_dense_rows
 
 if TYPE_CHECKING:
+    import numpy as np
     import numpy.typing as npt
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "Precision", "plan_batches"]
@@ -140,6 +141,30 @@ def _sparse_default(choice: BackendChoice, asked: str) -> BackendChoice:
                          f"auto: {why}" if asked == "auto" else why)
 
 
+# normalize, dimensions, precision, token budget, left truncation
+_Options = tuple[bool, "int | None", Precision, int, bool]
+
+
+def _left(direction: str) -> bool:
+    return truncation_direction(direction)
+
+
+def _id_sequences(ids: Sequence[int] | Sequence[Sequence[int]]) -> list[list[int]]:
+    """Token ids as a list of sequences: one sequence of ints, or a list of them."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise InputError("ids must be a list of token ids or a list of such lists")
+    items = list(ids)
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+        return [list(items)] if items else []  # type: ignore[arg-type]
+    seqs: list[list[int]] = []
+    for n, seq in enumerate(items):
+        if isinstance(seq, (str, bytes)) or not isinstance(seq, Sequence) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in seq):
+            raise InputError(f"ids[{n}] is not a list of token ids (integers)")
+        seqs.append(list(seq))
+    return seqs
+
+
 def _as_texts(texts: str | Iterable[str], start: int = 0) -> list[str]:
     """A list of well-formed texts; a single string is one text. Non-strings raise TypeError
     by index."""
@@ -188,6 +213,7 @@ class Embedder:
         self._calibration_lock = threading.Lock()
         self._output = output if output is not None else default_output()
         self._calibration: Any = None
+        self._states: Any = None  # an onnxruntime session for token_embeddings, on first use
 
     # ── construction ──
 
@@ -324,6 +350,12 @@ class Embedder:
         return self._manifest
 
     @property
+    def vocab_size(self) -> int | None:
+        """The number of token ids the tokenizer knows (None where only the engine tokenizes)."""
+        size = getattr(self._tokenizer, "vocab_size", None)
+        return int(size) if size is not None else None
+
+    @property
     def max_batch_tokens(self) -> int:
         if self.task == "sparse":
             return min(self._choice.max_batch_tokens,
@@ -344,21 +376,45 @@ class Embedder:
 
     def tokenize(
         self, texts: str | Iterable[str], *, prefix: str | None = None, truncate: bool = True,
-        prompt_name: str | None = None,
+        prompt_name: str | None = None, truncation_direction: str = "right",
     ) -> list[list[int]]:
         """Token ids (with [CLS]/[SEP], no padding) of each text, as the encoder sees them
         (the prompt included, as for ``embed``); with ``truncate=False``, all of each text's
         tokens."""
+        left = _left(truncation_direction)
         items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
-        return self._tokenizer.encode(items, truncate=truncate, check=False)[0]
+        return self._tokenizer.encode(items, truncate=truncate, check=False, left=left)[0]
+
+    def tokenize_offsets(
+        self, texts: str | Iterable[str], *, prefix: str | None = None,
+        prompt_name: str | None = None, add_special_tokens: bool = True,
+    ) -> list[list[TokenSpan]]:
+        """Every token of each text, not truncated, as ``TokenSpan(id, start, end, special,
+        token)``: the token covers ``(prompt + text)[start:end]`` (code points; the prompt is
+        ``prompt(prefix, prompt_name)``). Special tokens the template adds (``[CLS]``,
+        ``[SEP]``) have ``special`` set and start == end == 0; ``add_special_tokens=False``
+        leaves them out. Needs the model's tokenizer.json (not an engine bundle alone)."""
+        items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
+        return self._tokenizer.spans(items, add_special_tokens=bool(add_special_tokens))
+
+    def decode(
+        self, ids: Sequence[int] | Sequence[Sequence[int]], *, skip_special_tokens: bool = True
+    ) -> list[str]:
+        """The text of token ids: one sequence gives a list of one text, a list of sequences
+        one text each. ``skip_special_tokens`` leaves out ``[CLS]``, ``[SEP]`` and the like."""
+        seqs = _id_sequences(ids)
+        if not seqs:
+            return []
+        return self._tokenizer.decode(seqs, skip_special_tokens=bool(skip_special_tokens))
 
     def count_tokens(
         self, texts: str | Iterable[str], *, prefix: str | None = None, truncate: bool = True,
-        prompt_name: str | None = None,
+        prompt_name: str | None = None, truncation_direction: str = "right",
     ) -> list[int]:
         """How many tokens each text costs the encoder (special tokens and prompt included; at
         most ``max_length`` unless ``truncate=False``). The adaptive batcher's cost model uses
-        it."""
+        it. Both truncation directions keep the same number of tokens."""
+        _left(truncation_direction)
         items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
         return self._tokenizer.count(items, truncate)
 
@@ -403,6 +459,7 @@ class Embedder:
         precision: str | Precision = "float32",
         max_batch_tokens: int | None = None,
         prompt_name: str | None = None,
+        truncation_direction: str = "right",
     ) -> npt.NDArray[Any]:
         """Embed ``texts`` (a string counts as one text): an array of shape (n, dims), rows in
         input order. Without numpy (Pyodide), a list of n rows instead: ``array('f')``, or
@@ -414,15 +471,16 @@ class Embedder:
         text; with neither, the model's default prompt applies (usually none). A model whose
         pooling leaves the prompt out (``include_prompt: false``) pools only the text's own
         tokens. ``truncate=False`` raises InputTooLong for a text over ``max_length`` tokens
-        instead of cutting it. ``dimensions`` keeps the first dimensions (Matryoshka), then
-        normalizes. ``precision``: see :class:`Precision` and ``docs/python.md``; binary
-        precisions return ``ceil(dims / 8)`` bytes per row. ``max_batch_tokens`` overrides the
-        backend's token budget per encoder call.
+        instead of cutting it; ``truncation_direction="left"`` keeps the end of a long text
+        instead of its start (the template's [CLS]/[SEP] stay). ``dimensions`` keeps the first
+        dimensions (Matryoshka), then normalizes. ``precision``: see :class:`Precision` and
+        ``docs/python.md``; binary precisions return ``ceil(dims / 8)`` bytes per row.
+        ``max_batch_tokens`` overrides the backend's token budget per encoder call.
         """
         vectors, truncated = self._embed_counted(
             texts, normalize=normalize, prefix=prefix, truncate=truncate,
             dimensions=dimensions, precision=precision, max_batch_tokens=max_batch_tokens,
-            prompt_name=prompt_name)
+            prompt_name=prompt_name, truncation_direction=truncation_direction)
         if truncated:
             _log.info("%d of %d texts were longer than %d tokens and were truncated",
                       truncated, len(vectors), self.max_length)
@@ -454,6 +512,7 @@ class Embedder:
         precision: str | Precision = "float32",
         max_batch_tokens: int | None = None,
         prompt_name: str | None = None,
+        truncation_direction: str = "right",
     ) -> Iterator[npt.NDArray[Any]]:
         """Embed a stream of texts with bounded memory: one array per ``chunk_size`` texts.
 
@@ -464,7 +523,8 @@ class Embedder:
             texts = [texts]
         if not isinstance(chunk_size, int) or chunk_size < 1:
             raise InputError(f"chunk_size must be a positive integer, not {chunk_size!r}")
-        opts = self._options(normalize, dimensions, precision, max_batch_tokens)
+        opts = self._options(normalize, dimensions, precision, max_batch_tokens,
+                             truncation_direction)
         prefix = self.prompt(prefix, prompt_name)
         chunk: list[str] = []
         start = 0
@@ -489,9 +549,11 @@ class Embedder:
         precision: str | Precision = "float32",
         max_batch_tokens: int | None = None,
         prompt_name: str | None = None,
+        truncation_direction: str = "right",
     ) -> tuple[npt.NDArray[Any], int]:
         """``embed`` plus the number of truncated texts; ``start`` offsets error indices."""
-        opts = self._options(normalize, dimensions, precision, max_batch_tokens)
+        opts = self._options(normalize, dimensions, precision, max_batch_tokens,
+                             truncation_direction)
         prompt = self.prompt(prefix, prompt_name)
         return self._embed_list(_as_texts(texts, start), prompt, truncate, opts, start)
 
@@ -560,6 +622,53 @@ class Embedder:
                        key=lambda p: (-float(p[1]), int(p[0])))[:top_k]
         return [(str(tok.id_to_token(int(i))), float(v)) for i, v in pairs]
 
+    def token_embeddings(
+        self,
+        texts: str | Iterable[str],
+        *,
+        prefix: str | None = None,
+        prompt_name: str | None = None,
+        truncate: bool = True,
+        truncation_direction: str = "right",
+    ) -> list[npt.NDArray[np.float32]]:
+        """The encoder's last hidden states of each text, before pooling: one float32 array
+        of shape (tokens, hidden size) per text, special tokens included (as
+        sentence-transformers' ``output_value="token_embeddings"``).
+
+        The engine returns pooled vectors only, so these come from onnxruntime running the
+        same variant's ONNX model (the native and wasm backends open it on first use). Needs
+        numpy and an exported model directory.
+        """
+        left = _left(truncation_direction)
+        items = self._with_prefix(_as_texts(texts), self.prompt(prefix, prompt_name))
+        if not items:
+            return []
+        ids, _ = self._tokenizer.encode(items, truncate=truncate, left=left)
+        session = self._token_states()
+        out: list[Any] = [None] * len(ids)
+        for batch in plan_batches([len(s) for s in ids], self._choice.max_batch_tokens,
+                                  self._max_batch_size):
+            for i, states in zip(batch, session.token_embeddings([ids[i] for i in batch]),
+                                 strict=True):
+                out[i] = states
+        return out
+
+    def _token_states(self) -> Any:
+        with self._calibration_lock:
+            if self._states is None:
+                if hasattr(self._backend, "token_embeddings"):
+                    self._states = self._backend
+                else:
+                    if not (self._model_dir / "edgembed.json").is_file():
+                        raise BackendUnavailable(
+                            "token embeddings need the exported model's ONNX file; load the "
+                            "model directory, not a bundle")
+                    from .backends.onnx import OnnxBackend
+
+                    path = self._manifest.variant_path(self._model_dir, self.variant)
+                    self._states = OnnxBackend(path, device="cpu")
+            return self._states
+
     def quantization_ranges(
         self, *, normalize: bool | None = None, dimensions: int | None = None
     ) -> Any:
@@ -613,7 +722,8 @@ class Embedder:
         dimensions: int | None,
         precision: str | Precision,
         max_batch_tokens: int | None,
-    ) -> tuple[bool, int | None, Precision, int]:
+        direction: str = "right",
+    ) -> _Options:
         if dimensions is not None and (
             isinstance(dimensions, bool) or not isinstance(dimensions, int)
             or not 1 <= dimensions <= self.dim
@@ -627,7 +737,7 @@ class Embedder:
                              f"not {max_batch_tokens!r}")
         norm = self._manifest.normalize if normalize is None else bool(normalize)
         return (norm, dimensions, precision_of(precision),
-                max_batch_tokens or self._choice.max_batch_tokens)
+                max_batch_tokens or self._choice.max_batch_tokens, _left(direction))
 
     def _with_prefix(self, texts: list[str], prefix: str | None) -> list[str]:
         if not prefix:
@@ -639,16 +749,16 @@ class Embedder:
         items: list[str],
         prefix: str | None,
         truncate: bool,
-        opts: tuple[bool, int | None, Precision, int],
+        opts: _Options,
         start: int = 0,
     ) -> tuple[Any, int]:
-        normalize, dimensions, precision, budget = opts
+        normalize, dimensions, precision, budget, left = opts
         self._require_task("embedding")
         output = self._output
         if not items:
             return output.empty(dimensions or self.dim, precision), 0
         ids, truncated = self._tokenizer.encode(self._with_prefix(items, prefix),
-                                                truncate=truncate, start=start)
+                                                truncate=truncate, start=start, left=left)
         skip = 0  # the prompt's tokens, left out of pooling by include_prompt: false models
         if prefix and not self._manifest.include_prompt:
             skip = self._tokenizer.prompt_length(prefix)

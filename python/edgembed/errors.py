@@ -14,6 +14,7 @@ this drawing)::
     │   └── UnsupportedArchitecture config.json names a model type we cannot export       500
     ├── BackendUnavailable          the requested backend cannot run here (what to add)   503
     ├── InputError (ValueError)     bad texts or options from the caller                  422
+    │   ├── EmptyInput              a request with no text (or no ids) at all             400
     │   ├── InputTooLong            a text exceeds max_length with truncate=False         413
     │   ├── LimitExceeded           a request over a server limit (inputs, characters)    413
     │   ├── InvalidJSON             a request body that is not JSON                       400
@@ -51,6 +52,7 @@ __all__ = [
     "ChecksumMismatch",
     "DeadlineExceeded",
     "EdgembedError",
+    "EmptyInput",
     "EngineError",
     "InputError",
     "InputTooLong",
@@ -107,6 +109,10 @@ class BackendUnavailable(EdgembedError):
 
 class InputError(EdgembedError, ValueError):
     """Bad texts or options passed by the caller."""
+
+
+class EmptyInput(InputError):
+    """A request holds nothing to work on (an empty list of texts or ids)."""
 
 
 class InputTooLong(InputError):

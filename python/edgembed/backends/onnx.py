@@ -145,6 +145,18 @@ class OnnxBackend:
         (pooled,) = self.session.run([self.output], feeds)
         return np.asarray(pooled, dtype=np.float32)
 
+    def token_embeddings(self, batch: Sequence[Sequence[int]]) -> list[npt.NDArray[np.float32]]:
+        """The encoder's last hidden states, one (len(seq), C) array per sequence (before
+        pooling; the padding positions are left out)."""
+        if not batch:
+            return []
+        ids, mask = pad_batch(batch)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self.takes_prompt_length:
+            feeds["prompt_length"] = np.zeros(len(batch), dtype=np.int64)
+        (states,) = self.session.run(["token_embeddings"], feeds)
+        return [np.array(states[i, : len(seq)], dtype=np.float32) for i, seq in enumerate(batch)]
+
     def _encode_bound(self, feeds: dict[str, npt.NDArray[np.int64]]) -> npt.NDArray[np.float32]:
         # One binding per call: bindings hold per-run state, and calls may be concurrent.
         binding = self.session.io_binding()

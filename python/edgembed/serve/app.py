@@ -49,8 +49,6 @@ from .model import FloatArray, ServedModel, encode_base64
 from .schemas import (
     EmbeddingRequest,
     EmbeddingResponse,
-    EmbedRequest,
-    EmbedResponse,
     Health,
     ModelList,
     ModelObject,
@@ -166,8 +164,12 @@ def _with_retry_after(responses: Responses) -> Responses:
 def create_app(model: ServedModel, settings: ServeSettings | None = None) -> FastAPI:
     """The ASGI app serving ``model``. Run it with uvicorn (``edgembed.serve.server``)."""
     settings = settings or ServeSettings()
-    routes = ("/v1/embeddings", "/v1/models", "/v1/models/{model_id}", "/embed", "/",
-              "/health", "/ready", "/metrics", "/openapi.json")
+    from .docs_ui import DOCS_ROUTES
+    from .tei import TEI_ROUTES
+
+    routes = ("/v1/embeddings", "/v1/models", "/v1/models/{model_id}", *TEI_ROUTES,
+              "/health", "/ready", "/metrics", "/openapi.json",
+              *(DOCS_ROUTES if settings.docs else ()))
     metrics = HttpMetrics(routes, {"model": model.name, "variant": model.variant,
                                    "backend": model.backend, "dim": str(model.dim)})
     state = ServerState(model=model, settings=settings, metrics=metrics,
@@ -232,47 +234,57 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
     _install_error_handlers(app)
     _install_routes(app, state)
     _install_openapi(app, state)
+    if settings.docs:
+        from .docs_ui import install_docs
+
+        install_docs(app)
     return app
 
 
 # ------------------------------------------ routes ---------------------------------------------
 
 
+async def embed_texts(
+    state: ServerState,
+    request: Request,
+    texts: list[str],
+    *,
+    truncate: bool,
+    normalize: bool,
+    dimensions: int | None,
+    prompt_name: str | None,
+    left: bool,
+    priority: str | None,
+    deadline_ms: float | None,
+    started: float,
+) -> tuple[FloatArray, int]:
+    """``texts`` through the fair gate and the adaptive batcher: (vectors, tokens read)."""
+    model, metrics = state.model, state.metrics
+    slicer = state.slicer
+    if slicer is None:  # only before the lifespan has started
+        raise BackendUnavailable("the server is still starting; retry in a moment")
+    model.check_prompt(prompt_name)
+    items = [model.text(t, prompt_name, left) for t in texts]
+    if deadline_ms is not None and time.perf_counter() - started >= deadline_ms / 1000.0:
+        raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed before the "
+                               "request could be queued")
+    if sum(len(t) for t in items) < INLINE_CHARS:
+        counts = model.tokens(items, truncate=truncate)
+    else:
+        counts = await asyncio.to_thread(model.tokens, items, truncate=truncate)
+    raw = np.asarray(await slicer.embed(
+        key_id(request.headers.get("authorization")), items, counts,
+        priority=priority or "interactive", deadline_ms=deadline_ms, started=started),
+        dtype=np.float32)
+    vectors = model.finish(raw.reshape(len(items), -1), normalize=normalize,
+                           dimensions=dimensions)
+    tokens = sum(counts)
+    metrics.embedded(len(items), tokens)
+    return vectors, tokens
+
+
 def _install_routes(app: FastAPI, state: ServerState) -> None:
     model, settings, metrics = state.model, state.settings, state.metrics
-
-    async def embed(
-        request: Request,
-        texts: list[str],
-        *,
-        truncate: bool,
-        normalize: bool,
-        dimensions: int | None,
-        prefix: str,
-        priority: str | None,
-        deadline_ms: float | None,
-        started: float,
-    ) -> tuple[FloatArray, int]:
-        slicer = state.slicer
-        if slicer is None:  # only before the lifespan has started
-            raise BackendUnavailable("the server is still starting; retry in a moment")
-        items = [prefix + t for t in texts] if prefix else texts
-        if deadline_ms is not None and time.perf_counter() - started >= deadline_ms / 1000.0:
-            raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed before the "
-                                   "request could be queued")
-        if sum(len(t) for t in items) < INLINE_CHARS:
-            counts = model.tokens(items, truncate=truncate)
-        else:
-            counts = await asyncio.to_thread(model.tokens, items, truncate=truncate)
-        raw = np.asarray(await slicer.embed(
-            key_id(request.headers.get("authorization")), items, counts,
-            priority=priority or "interactive", deadline_ms=deadline_ms, started=started),
-            dtype=np.float32)
-        vectors = model.finish(raw.reshape(len(items), -1), normalize=normalize,
-                               dimensions=dimensions)
-        tokens = sum(counts)
-        metrics.embedded(len(items), tokens)
-        return vectors, tokens
 
     openai_post = _with_retry_after(_openai_errors(404, *_EMBED_STATUSES))
     openai_post[200] = {"model": EmbeddingResponse, "description": "One embedding per input."}
@@ -284,7 +296,8 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         deadline: Deadline = None,
     ) -> Response:
         started = time.perf_counter()
-        if body.model is not None and body.model not in state.names:
+        if settings.strict_model_name and body.model is not None \
+                and body.model not in state.names:
             raise ModelNotFound(
                 f"the model {body.model!r} is not served here; this server serves "
                 f"{model.name!r} (see GET /v1/models)"
@@ -292,10 +305,10 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
         texts = [body.input] if isinstance(body.input, str) else body.input
         check_inputs(texts, settings, "input")
         model.check_dimensions(body.dimensions)
-        vectors, tokens = await embed(
-            request, texts, truncate=settings.truncate, normalize=True,
-            dimensions=body.dimensions,
-            prefix="", priority=priority, deadline_ms=deadline, started=started,
+        vectors, tokens = await embed_texts(
+            state, request, texts, truncate=settings.truncate, normalize=True,
+            dimensions=body.dimensions, prompt_name=None, left=False,
+            priority=priority, deadline_ms=deadline, started=started,
         )
         b64 = body.encoding_format == "base64"
 
@@ -308,29 +321,9 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
 
         return await _json_response(render, vectors.size)
 
-    tei_post = _with_retry_after(_tei_errors(*_EMBED_STATUSES))
-    tei_post[200] = {"model": EmbedResponse, "description": "One vector per input."}
+    from .tei import install_tei_routes
 
-    async def tei_embed(
-        request: Request, body: EmbedRequest, priority: Priority = None,
-        deadline: Deadline = None,
-    ) -> Response:
-        started = time.perf_counter()
-        texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
-        check_inputs(texts, settings, "inputs")
-        model.check_dimensions(body.dimensions)
-        prefix = model.prefix(body.prompt_name)
-        truncate = settings.truncate if body.truncate is None else body.truncate
-        vectors, _ = await embed(
-            request, texts, truncate=truncate, normalize=body.normalize, dimensions=body.dimensions,
-            prefix=prefix, priority=priority, deadline_ms=deadline, started=started,
-        )
-        return await _json_response(lambda: _dumps(vectors.tolist()), vectors.size)
-
-    app.post("/embed", tags=["TEI"], summary="Embed texts (Hugging Face TEI API)",
-             response_model=None, responses=tei_post)(tei_embed)
-    app.post("/", tags=["TEI"], summary="Embed texts (TEI and Inference API root route)",
-             response_model=None, responses=tei_post)(tei_embed)
+    install_tei_routes(app, state)
 
     @app.get("/v1/models", tags=["OpenAI"], summary="List the served model",
              response_model=ModelList)
@@ -408,6 +401,9 @@ def _install_error_handlers(app: FastAPI) -> None:
             return _raw(*render_error(request.url.path, NotJSON(
                 "the request body must be JSON, sent with 'Content-Type: application/json'")))
         param, message = _describe(errors)
+        hint = _token_ids_hint(getattr(exc, "body", None))
+        if hint is not None:
+            param, message = hint
         row = status_error(422)
         body = _error_json(request.url.path, row.status, message, param)
         return _raw(422, [(b"content-type", b"application/json")], body)
@@ -440,12 +436,38 @@ def _is_json(request: Request) -> bool:
                                           and kind.endswith("+json"))
 
 
+def _is_ids(value: Any) -> bool:
+    """A token-id array (``[1, 2]``) or a list of them (``[[1, 2], [3]]``)."""
+    def ints(v: Any) -> bool:
+        return isinstance(v, list) and bool(v) and all(
+            isinstance(i, int) and not isinstance(i, bool) for i in v)
+    return ints(value) or (isinstance(value, list) and bool(value)
+                           and all(ints(v) for v in value))
+
+
+def _token_ids_hint(body: Any) -> tuple[str, str] | None:
+    """(param, message) for a body that sends token ids where texts belong: LangChain's
+    ``OpenAIEmbeddings`` tokenizes with tiktoken and sends the ids unless told not to."""
+    if not isinstance(body, dict):
+        return None
+    for field_name in ("input", "inputs"):
+        if _is_ids(body.get(field_name)):
+            return field_name, (
+                f"'{field_name}' holds token ids; this server takes texts and tokenizes them "
+                "with the model's own tokenizer (ids from another one, such as tiktoken's, "
+                "would embed the wrong words). Send the texts themselves: with LangChain's "
+                "OpenAIEmbeddings, pass check_embedding_ctx_length=False")
+    return None
+
+
 def _describe(errors: list[Any]) -> tuple[str | None, str]:
     """(param, message) for schema errors: the first error's location, then every message."""
     parts: list[str] = []
     param: str | None = None
     for e in errors[:5]:
         loc = [str(x) for x in e.get("loc", ()) if x not in ("body", "header")]
+        if loc and loc[0] in ("embed", "similarity"):  # the kind of body POST / took it for
+            loc = loc[1:]
         where = ".".join(loc) or "body"
         param = param or where
         parts.append(f"{where}: {e.get('msg', 'invalid')}")
@@ -487,7 +509,8 @@ def _document_configuration(doc: dict[str, Any], state: ServerState) -> None:
     s, model = state.settings, state.model
     schemas = doc["components"]["schemas"]
     text = {"type": "string", "maxLength": s.max_input_chars}
-    for name, prop in (("EmbeddingRequest", "input"), ("EmbedRequest", "inputs")):
+    for name, prop in (("EmbeddingRequest", "input"), ("EmbedRequest", "inputs"),
+                       ("EmbedAllRequest", "inputs"), ("TokenizeRequest", "inputs")):
         field_doc = schemas[name]["properties"][prop]
         schemas[name]["properties"][prop] = {
             "anyOf": [text, {"type": "array", "items": text, "minItems": 1,
@@ -496,10 +519,25 @@ def _document_configuration(doc: dict[str, Any], state: ServerState) -> None:
             "description": f"{field_doc.get('description', '')} At most {s.max_inputs} texts "
                            f"of at most {s.max_input_chars} characters (else 413).",
         }
-        dims = schemas[name]["properties"]["dimensions"]
+        dims = schemas[name]["properties"].get("dimensions", {})
         for option in dims.get("anyOf", []):
             if option.get("type") == "integer":
                 option["maximum"] = model.dim
+    # Checked by the routes (an empty list is TEI's 400 "empty", not a schema error):
+    sim = schemas["SimilarityInput"]["properties"]
+    sim["source_sentence"]["maxLength"] = s.max_input_chars
+    sim["sentences"].update(minItems=1, maxItems=s.max_inputs - 1)
+    sim["sentences"]["items"]["maxLength"] = s.max_input_chars
+    vocab = getattr(model.embedder, "vocab_size", None)
+    for option in schemas["DecodeRequest"]["properties"]["ids"].get("anyOf", []):
+        option["minItems"] = 1
+        ints = option["items"]
+        if ints.get("type") == "array":
+            ints.update(minItems=1)
+            option["maxItems"] = s.max_inputs
+            ints = ints["items"]
+        if vocab:
+            ints["maximum"] = vocab - 1
     for item in doc["paths"].values():
         for operation in item.values():
             for param in operation.get("parameters", []):
@@ -507,9 +545,10 @@ def _document_configuration(doc: dict[str, Any], state: ServerState) -> None:
                 options = param["schema"].pop("anyOf", None)
                 if param["in"] == "header" and options:
                     param["schema"].update(next(o for o in options if o.get("type") != "null"))
-    prompts = schemas["EmbedRequest"]["properties"]["prompt_name"]
-    prompts["anyOf"] = [{"type": "string", "enum": sorted(model.prefixes)}, {"type": "null"}] \
-        if model.prefixes else [{"type": "null"}]
+    for name in ("EmbedRequest", "EmbedAllRequest", "SimilarityParameters", "TokenizeRequest"):
+        prompts = schemas[name]["properties"]["prompt_name"]
+        prompts["anyOf"] = [{"type": "string", "enum": sorted(model.prompts)},
+                            {"type": "null"}] if model.prompts else [{"type": "null"}]
     if s.auth_enabled:
         doc["components"].setdefault("securitySchemes", {})["bearerAuth"] = {
             "type": "http", "scheme": "bearer",

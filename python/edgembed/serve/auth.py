@@ -15,10 +15,17 @@ from collections.abc import Iterable
 from .asgi import ASGIApp, Receive, Scope, Send, send_response
 from .errors import AuthenticationFailed, render_error
 
-__all__ = ["PUBLIC_PATHS", "AuthMiddleware", "KeyChecker", "key_id"]
+__all__ = ["PUBLIC_PATHS", "PUBLIC_PREFIX", "AuthMiddleware", "KeyChecker", "is_public",
+           "key_id"]
 
-# Probes and the API description stay reachable without a key.
-PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
+# Probes and the API description (the document, its Swagger UI and ReDoc pages and their
+# files) stay reachable without a key.
+PUBLIC_PATHS = frozenset({"/health", "/ready", "/openapi.json", "/docs", "/redoc"})
+PUBLIC_PREFIX = "/docs/assets/"
+
+
+def is_public(path: str) -> bool:
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX)
 
 _REFUSAL = "missing or invalid API key: send it as 'Authorization: Bearer <key>'"
 
@@ -60,7 +67,7 @@ class AuthMiddleware:
         self.checker = checker
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS:
+        if scope["type"] != "http" or is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = None

@@ -10,8 +10,10 @@ framework until the server starts, so the CLI's help works without the ``serve``
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import EdgembedError, InputError
@@ -26,16 +28,36 @@ from .settings import (
     parse_size,
 )
 
-__all__ = ["add_arguments", "add_serve_parser", "build_parser", "main", "run", "run_serve",
-           "settings_from_args"]
+__all__ = ["ENV_PREFIX", "add_arguments", "add_serve_parser", "apply_environment",
+           "build_parser", "env_name", "main", "run", "run_serve", "settings_from_args"]
 
 DESCRIPTION = """\
 Serve embeddings over HTTP: the OpenAI API (POST /v1/embeddings, GET /v1/models), the Hugging
-Face TEI API (POST /embed), /health, /ready, /metrics (Prometheus) and /openapi.json. A
+Face TEI API (POST /embed, /similarity, /embed_all, /tokenize, /decode, GET /info), /health,
+/ready, /metrics (Prometheus), /openapi.json, Swagger UI at /docs and ReDoc at /redoc. A
 reranker (--reranker, or a cross-encoder as --model) adds POST /rerank, /v1/rerank (Cohere and
 Jina) and /predict; a SPLADE model adds POST /embed_sparse. Every request goes through the
 adaptive batcher of its model, which holds the latency target. See docs/server.md.
+
+Every option can also be set by an environment variable, named after it: --port by
+EDGEMBED_PORT, --no-shed by EDGEMBED_NO_SHED=1 (1/true/yes/on or 0/false/no/off), a repeatable
+option by a comma- or space-separated list (EDGEMBED_CORS_ORIGIN, and EDGEMBED_API_KEYS for
+--api-key). The command line wins over the environment.
 """
+
+EPILOG = """\
+examples:
+  embed serve                                     # all-minilm-l6-v2 at http://127.0.0.1:8080
+  embed serve --host 0.0.0.0 --port 9000 --api-key-file /run/secrets/keys
+  EDGEMBED_PORT=9000 EDGEMBED_API_KEYS=k1,k2 embed serve
+  embed serve --model BAAI/bge-small-en-v1.5 --latency-target 30ms --workers 2
+  embed serve --jobs-dir /var/lib/edgembed        # and the Batch API (/v1/files, /v1/batches)
+  curl -s localhost:8080/embed -H 'Content-Type: application/json' -d '{"inputs": "hi"}'
+"""
+
+ENV_PREFIX = "EDGEMBED_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 
 
 def _arg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -85,7 +107,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``serve`` to an ``add_subparsers()`` object; sets ``func=run_serve`` on its args."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "serve", help="serve embeddings over HTTP (OpenAI and TEI APIs)",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)
     parser.set_defaults(func=run_serve)
@@ -94,7 +117,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def build_parser(prog: str = "embed serve") -> argparse.ArgumentParser:
     """The ``serve`` parser on its own (``python -m edgembed.serve``)."""
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return parser
@@ -179,7 +202,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     auth.add_argument("--api-key-file", default=None, metavar="PATH",
                       help="read keys from PATH, one per line (keeps them out of `ps`)")
     auth.add_argument("--served-model-name", action="append", default=[], metavar="NAME",
-                      help="another name clients may send as 'model' (repeatable)")
+                      help="another name of the model, listed by GET /v1/models (repeatable)")
+    auth.add_argument("--strict-model-name", action="store_true",
+                      help="answer 404 to a request whose 'model' is neither the model's name "
+                           "nor a --served-model-name (default: like TEI, serve whatever "
+                           "'model' a client sends)")
+    net.add_argument("--no-docs", dest="docs", action="store_false",
+                     help="do not serve Swagger UI (/docs) and ReDoc (/redoc)")
 
     add_job_arguments(p)
 
@@ -188,9 +217,67 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      choices=("critical", "error", "warning", "info", "debug"))
     log.add_argument("--no-access-log", dest="access_log", action="store_false",
                      help="do not log one line per request")
+    apply_environment(p)
+
+
+def env_name(action: argparse.Action) -> str:
+    """The environment variable of an option: EDGEMBED_ and its long name (--api-key: the
+    existing EDGEMBED_API_KEYS)."""
+    if action.dest == "api_key":
+        return API_KEYS_ENV
+    longest = max(action.option_strings, key=len)
+    return ENV_PREFIX + longest.lstrip("-").upper().replace("-", "_")
+
+
+def _env_value(action: argparse.Action, raw: str) -> Any:
+    """``raw`` converted as the command line would convert it for ``action``."""
+    if isinstance(action, argparse._StoreConstAction) and isinstance(action.const, bool):
+        word = raw.strip().lower()
+        if word in _TRUE:
+            return action.const
+        if word in _FALSE:
+            return action.default
+        raise InputError("write 1, true, yes or on to set it, 0, false, no or off not to")
+
+    def one(text: str) -> Any:
+        value = action.type(text) if callable(action.type) else text
+        if action.choices is not None and value not in action.choices:
+            raise InputError(f"{value!r} is not one of {', '.join(map(str, action.choices))}")
+        return value
+
+    if isinstance(action, argparse._AppendAction):
+        return [one(t) for t in re.split(r"[,\s]+", raw) if t]
+    return one(raw.strip())
+
+
+def apply_environment(parser: argparse.ArgumentParser,
+                      environ: Mapping[str, str] | None = None) -> None:
+    """Every option's default from its environment variable (see :func:`env_name`), and the
+    variable's name in the option's help. A value that does not parse is kept in
+    ``args.env_errors``, reported when the server starts (``embed serve --help`` still runs)."""
+    environ = os.environ if environ is None else environ
+    errors: list[str] = []
+    for action in parser._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        name = env_name(action)
+        action.help = f"{action.help or ''} [env: {name}]".strip()
+        raw = environ.get(name)
+        if raw is None or action.dest == "api_key":  # keys: keys_from_env, with its checks
+            continue
+        try:
+            value = _env_value(action, raw)
+        except (argparse.ArgumentTypeError, InputError, ValueError, TypeError) as exc:
+            errors.append(f"{name}={raw!r}: {exc}")
+            continue
+        parser.set_defaults(**{action.dest: value})
+    parser.set_defaults(env_errors=tuple(errors))
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    errors = getattr(args, "env_errors", ())
+    if errors:
+        raise InputError("; ".join(errors))
     keys = list(args.api_key)
     if args.api_key_file:
         keys += keys_from_file(args.api_key_file)
@@ -212,6 +299,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
         api_keys=tuple(dict.fromkeys(keys)),
         cors_origins=tuple(args.cors_origin),
         served_model_names=tuple(args.served_model_name),
+        strict_model_name=args.strict_model_name,
+        docs=args.docs,
         graceful_timeout_s=args.graceful_timeout / 1000.0,
         read_timeout_s=args.read_timeout / 1000.0,
         slice_tokens=args.slice_tokens,

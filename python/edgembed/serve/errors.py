@@ -71,6 +71,7 @@ ERRORS: dict[type[EdgembedError], HttpError] = {
     core.UnsupportedArchitecture: _server(500, "unsupported_architecture"),
     core.BackendUnavailable: _server(503, "backend_unavailable", "unhealthy"),
     core.InputError: _client(422, "invalid_input"),
+    core.EmptyInput: _client(400, "empty_input", "empty"),
     core.InputTooLong: _client(413, "input_too_long"),
     LimitExceeded: _client(413, "limit_exceeded"),
     InvalidJSON: _client(400, "invalid_json"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import InputError
+from ..errors import EmptyInput
 from .asgi import ASGIApp, Message, Receive, Scope, Send, send_response
 from .errors import LimitExceeded, render_error
 from .settings import ServeSettings
@@ -16,10 +16,10 @@ __all__ = ["BodyLimitMiddleware", "check_inputs"]
 
 
 def check_inputs(texts: Sequence[str], settings: ServeSettings, field: str = "input") -> None:
-    """Raise LimitExceeded when there are too many texts or one is too long (InputError when
+    """Raise LimitExceeded when there are too many texts or one is too long (EmptyInput when
     there are none)."""
     if not texts:
-        raise InputError(f"'{field}' is an empty list; send at least one text")
+        raise EmptyInput(f"'{field}' is an empty list; send at least one text")
     if len(texts) > settings.max_inputs:
         raise LimitExceeded(
             f"'{field}' has {len(texts)} items, over the limit of {settings.max_inputs} per "

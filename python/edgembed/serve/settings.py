@@ -116,8 +116,12 @@ class ServeSettings:
     say (TEI's ``truncate``; the OpenAI route always uses it).
 
     Security: ``api_keys`` (empty: no authentication), ``cors_origins`` (empty: no CORS
-    headers; ``"*"`` allows any origin). ``served_model_names``: the names clients may put in
-    ``model`` besides the model's own name.
+    headers; ``"*"`` allows any origin). Like TEI, the server answers whatever ``model`` a
+    request names; with ``strict_model_name`` only the model's own name and the
+    ``served_model_names`` are accepted (another answers 404).
+
+    Documentation: ``docs`` serves Swagger UI at ``/docs`` and ReDoc at ``/redoc`` from the
+    package's own files (no CDN).
 
     Sharing (``fair.py``): a request over ``slice_tokens`` (``None``: what the cost model says
     a batch computes in half the latency target) runs in slices; each API key's share of
@@ -144,6 +148,8 @@ class ServeSettings:
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     cors_origins: tuple[str, ...] = ()
     served_model_names: tuple[str, ...] = ()
+    strict_model_name: bool = False
+    docs: bool = True
     graceful_timeout_s: float = 30.0
     read_timeout_s: float = 10.0
     slice_tokens: int | None = None
