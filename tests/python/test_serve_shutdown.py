@@ -15,9 +15,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any
 
 import pytest
+
+from edgembed.errors import InputError
 
 pytest.importorskip("fastapi", reason="needs the serve extra: pip install 'edgembed[serve]'")
 httpx = pytest.importorskip("httpx2")
@@ -187,3 +190,61 @@ def test_cli_arguments(args: list[str], status: int, needle: str) -> None:
                           text=True, timeout=120)
     assert done.returncode == status, done.stderr
     assert needle in done.stdout + done.stderr
+
+
+def test_embed_serve_from_environment_variables(
+    processes: list[subprocess.Popen[str]], exported_model_dir: Path
+) -> None:
+    # every option from EDGEMBED_*: a real server configured by its environment alone
+    env = {"EDGEMBED_PORT": "0", "EDGEMBED_API_KEYS": "k1,k2", "EDGEMBED_STRICT_MODEL_NAME": "1",
+           "EDGEMBED_MODEL": str(exported_model_dir), "EDGEMBED_BACKEND": "onnx",
+           "EDGEMBED_SERVED_MODEL_NAME": "alias-a, alias-b", "EDGEMBED_MAX_INPUTS": "3",
+           "EDGEMBED_LOG_LEVEL": "warning", "EDGEMBED_NO_ACCESS_LOG": "true"}
+    proc = subprocess.Popen([sys.executable, "-m", "edgembed.cli", "serve"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
+    processes.append(proc)
+    assert proc.stderr is not None
+    err = Lines(proc.stderr)
+    line = err.wait_for("edgembed: serving", 120)
+    assert "int8 on onnx" in line and "API keys required" in line
+    url = line.split(" at ", 1)[1].split(";", 1)[0]
+    wait_ready(url)
+    with httpx.Client(base_url=url, timeout=30, headers={"Authorization": "Bearer k2"}) as c:
+        assert c.post("/v1/embeddings", json={"input": "x", "model": "alias-b"}).status_code == 200
+        assert c.post("/v1/embeddings", json={"input": "x", "model": "gpt"}).status_code == 404
+        assert c.post("/embed", json={"inputs": ["a", "b", "c", "d"]}).status_code == 413
+        models = {m["id"] for m in c.get("/v1/models").json()["data"]}
+        assert models == {"all-minilm-l6-v2", "alias-a", "alias-b"}
+    assert httpx.post(f"{url}/embed", json={"inputs": "x"}, timeout=30).status_code == 401
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) in EXITED_BY_SIGTERM
+
+
+def test_every_serve_option_has_an_environment_variable() -> None:
+    from edgembed.serve.cli import apply_environment, build_parser, env_name, settings_from_args
+
+    parser = build_parser()
+    options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    help_text = parser.format_help()
+    for action in options:
+        assert f"[env: {env_name(action)}]" in " ".join(help_text.split()), action.dest
+    names = {env_name(a) for a in options}
+    assert {"EDGEMBED_PORT", "EDGEMBED_API_KEYS", "EDGEMBED_API_KEY_FILE", "EDGEMBED_NO_SHED",
+            "EDGEMBED_JOBS_DIR", "EDGEMBED_CORS_ORIGIN"} <= names
+    env = {"EDGEMBED_PORT": "9001", "EDGEMBED_NO_SHED": "yes", "EDGEMBED_NO_TRUNCATE": "0",
+           "EDGEMBED_LATENCY_TARGET": "20ms", "EDGEMBED_CORS_ORIGIN": "http://a http://b",
+           "EDGEMBED_MAX_BODY_BYTES": "1MiB"}
+    p = build_parser()
+    apply_environment(p, env)
+    s = settings_from_args(p.parse_args(["--port", "9002", "--cors-origin", "http://c"]))
+    assert (s.port, s.shed, s.truncate, s.latency_target_ms) == (9002, False, True, 20.0)
+    assert s.cors_origins == ("http://a", "http://b", "http://c")  # the command line wins/adds
+    assert s.max_body_bytes == 1024 * 1024
+    bad = build_parser()
+    apply_environment(bad, {"EDGEMBED_PORT": "eighty", "EDGEMBED_VARIANT": "int9",
+                            "EDGEMBED_NO_SHED": "maybe"})
+    with pytest.raises(InputError) as err:
+        settings_from_args(bad.parse_args([]))
+    for needle in ("EDGEMBED_PORT='eighty'", "EDGEMBED_VARIANT='int9'", "EDGEMBED_NO_SHED"):
+        assert needle in str(err.value)

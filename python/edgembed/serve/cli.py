@@ -124,7 +124,10 @@ def build_parser(prog: str = "embed serve") -> argparse.ArgumentParser:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Every ``embed serve`` option, on ``p``."""
+    """Every ``embed serve`` option, on ``p``, with the command's description and examples (the
+    embed CLI builds the parser before importing this module)."""
+    p.description, p.epilog = DESCRIPTION, EPILOG
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     d = ServeSettings()
     model = p.add_argument_group("model")
     model.add_argument("-m", "--model", action="append", default=None, metavar="MODEL",
