@@ -2,7 +2,8 @@
 # edgembed's one build entry point: ./build.sh VERB [args]. Every verb is idempotent.
 #
 #   setup    create .venv and install edgembed (editable) with its dev tools
-#   embed    embed text with the default model (pulls and exports it on first use)
+#   embed    embed text with the default model (pulls and exports it on first use); the first
+#            run creates .venv with what embedding needs only (not the dev tools)
 #   test     run every test suite (C engine, fuzzing, wasm, JS, Python) after building what
 #            they need; one suite for development: test python [PYTEST ARGS] | test c | test js
 #   check    ruff + mypy
@@ -10,7 +11,10 @@
 #   fuzz     bounded libFuzzer run of the bundle reader and tokenizer (needs clang)
 #   wasm     build the WebAssembly engine variants (build/wasm/)
 #   js       build the npm package (js/dist/)
-#   py       build the Python wheel (dist/)
+#   py       build the wheels and the sdist (dist/): manylinux2014 x86_64 and aarch64 (the
+#            engine cross-built for glibc 2.17), the pure wheel for Pyodide, the sdist
+#   release  what .github/workflows/release.yml builds and checks before it publishes: py, the
+#            npm tarball, each installed in a fresh environment and run (publishes nothing)
 #   bench    run the benchmarks in benchmarks/
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -20,22 +24,50 @@ PY="$VENV/bin/python"
 export ZIG_GLOBAL_CACHE_DIR="$ROOT/build/zig-cache"
 
 have_venv() { [[ -x "$PY" ]] && "$PY" -c "import edgembed" 2>/dev/null; }
+have_dev() { have_venv && [[ -x "$VENV/bin/pytest" && -x "$VENV/bin/ruff" ]]; }
+step() { echo "build.sh: $*" >&2; }
+
+# pip's own lines, one per package it fetches or installs, so a long install shows its progress
+pip_install() {
+  "$PY" -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
+    | { grep --line-buffered -E '^(Collecting|Installing|Successfully|ERROR|error)' >&2 || true; }
+}
+
+make_venv() {
+  if [[ ! -x "$PY" ]]; then
+    step "creating $VENV"
+    python3 -m venv "$VENV"
+  fi
+}
+
+native_engine() {  # the native CPU engine (the fast int8 backend); without a C compiler: onnxruntime
+  step "building the native engine (build/native/libedgembed.so)"
+  bash runtime/build.sh native >/dev/null || step "no native engine built; using onnxruntime"
+}
 
 setup() {
-  [[ -x "$PY" ]] || python3 -m venv "$VENV"
-  "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$PY" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
-  # the native CPU engine (the fast int8 backend); without a C compiler edgembed uses onnxruntime
-  bash runtime/build.sh native >/dev/null || echo "setup: no native engine built; using onnxruntime" >&2
+  make_venv
+  step "installing edgembed (editable) with its dev tools into $VENV"
+  pip_install --upgrade pip
+  pip_install -e ".[dev]"
+  native_engine
+}
+
+embed_setup() {  # what embedding needs only: numpy, onnx, onnxruntime, tokenizers, safetensors
+  make_venv
+  step "installing edgembed (editable) and what embedding needs into $VENV"
+  pip_install -e .
+  native_engine
+  step "done; put embed on PATH with: . .venv/bin/activate"
 }
 
 embed() {
-  have_venv || setup
+  have_venv || embed_setup
   "$VENV/bin/embed" "$@"
 }
 
 check() {
-  have_venv || setup
+  have_dev || setup
   "$VENV/bin/ruff" check python tests/python benchmarks
   "$VENV/bin/mypy"
 }
@@ -63,12 +95,62 @@ js() {
   bash js/build.sh "$@"
 }
 
-py() {
+py() {  # dist/: a wheel per Linux architecture, the pure wheel (Pyodide), the sdist
   have_venv || setup
-  wasm  # the wheel ships build/wasm/*.wasm as edgembed/_wasm/
-  native  # and build/native/libedgembed.so as edgembed/_native/: a platform-tagged wheel
-  "$PY" -m pip install --quiet --disable-pip-version-check build
-  "$PY" -m build --wheel --outdir dist .
+  wasm  # every wheel ships build/wasm/*.wasm as edgembed/_wasm/
+  # the engine for glibc >= 2.17 (zig's clang) as edgembed/_native/: manylinux2014 wheels
+  bash runtime/build.sh cross x86_64 aarch64
+  "$PY" -m pip install --quiet --disable-pip-version-check build auditwheel
+  local arch
+  for arch in x86_64 aarch64; do
+    step "wheel for $arch"
+    EDGEMBED_NATIVE_LIB="build/native-$arch/libedgembed.so" "$PY" -m build --wheel --outdir dist .
+  done
+  step "pure wheel (Pyodide, or any host without the native engine)"
+  EDGEMBED_WHEEL=pure "$PY" -m build --wheel --outdir dist .
+  step "sdist"
+  "$PY" -m build --sdist --outdir dist .
+  for whl in dist/edgembed-*-manylinux*.whl; do "$VENV/bin/auditwheel" show "$whl"; done
+}
+
+release() {  # dist/: the wheels, the sdist and the npm tarball, each checked after install
+  py
+  js
+  step "npm tarball"
+  (cd js && npm pack --pack-destination "$ROOT/dist" --loglevel=error >/dev/null)
+  local arch whl smoke="$ROOT/build/release"
+  arch="$(uname -m)"
+  whl="$(ls dist/edgembed-*-manylinux*_"$arch".whl | head -1)"
+  rm -rf "$smoke" && mkdir -p "$smoke"
+  step "installing $(basename "$whl") in a fresh environment"
+  python3 -m venv "$smoke/venv"
+  "$smoke/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$whl[wasm]"
+  # the wheel's own engine (glibc 2.17 build) and its wasm engine give the same bits
+  (cd "$smoke" && EDGEMBED_HOME="$smoke/home" "$smoke/venv/bin/python" - <<'PY'
+from edgembed import Embedder
+from edgembed.backends.native import native_available
+ok, why = native_available()
+assert ok and "/site-packages/edgembed/_native/" in why, why
+native = Embedder.load(backend="native")
+wasm = Embedder.load(backend="wasm")
+texts = ["edgembed runs everywhere", "the same bits on every host"]
+assert native.embed(texts).tobytes() == wasm.embed(texts).tobytes()
+print("release: wheel ok:", why)
+PY
+  )
+  step "installing the npm tarball in a fresh project"
+  mkdir -p "$smoke/npm" && (cd "$smoke/npm" && npm init -y >/dev/null \
+    && npm install --no-audit --no-fund --loglevel=error "$ROOT"/dist/edgembed-*.tgz >/dev/null \
+    && node --input-type=module -e '
+import { readFile } from "node:fs/promises";
+import * as e from "edgembed";
+const bundle = await readFile(process.argv[1]);
+const embedder = await e.Embedder.load(bundle);
+const [v] = await embedder.embed(["edgembed runs everywhere"]);
+if (v.length !== 384) throw new Error("bad vector");
+console.log("release: npm package ok:", Object.keys(e).length, "exports");
+embedder.dispose();' "$smoke/home/models/all-minilm-l6-v2/all-minilm-l6-v2.int8.emb")
+  ls -l dist
 }
 
 test_c() { bash runtime/build.sh test; }  # C tests, native and under ASan/UBSan, crashers replayed
@@ -80,7 +162,7 @@ test_python() {  # builds the engine only where it is missing: after a C change,
 }
 
 run_tests() {  # ./build.sh test [python [PYTEST ARGS] | c | js | PYTEST ARGS]
-  have_venv || setup
+  have_dev || setup
   case "${1:-}" in
     python) shift; test_python "$@" ;;
     c) test_c ;;
@@ -90,7 +172,7 @@ run_tests() {  # ./build.sh test [python [PYTEST ARGS] | c | js | PYTEST ARGS]
 }
 
 bench() {  # every benchmark: benchmarks/*.py, then *.mjs on the npm package and js/test.sh's hosts
-  have_venv || setup
+  have_dev || setup
   local failed=() rc js_ready=""
   for script in benchmarks/*.py benchmarks/*.mjs; do
     case "$script" in */st_child.py | */measure_service_time.py) continue ;; esac  # a helper, a fixture maker
@@ -115,6 +197,7 @@ case "$verb" in
   wasm) wasm "$@" ;;
   js) js "$@" ;;
   py) py ;;
+  release) release ;;
   bench) bench ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -4,7 +4,8 @@ With ``build/native/libedgembed.so`` present (``./build.sh native``; or the libr
 ``$EDGEMBED_NATIVE_LIB``, e.g. a cross build ``build/native-aarch64/libedgembed.so`` from
 ``runtime/build.sh cross``), the wheel carries it as ``edgembed/_native/libedgembed.so`` with its
 sha256 beside it (checked before loading) and is tagged for the library's platform:
-``py3-none-manylinux_<glibc>_<arch>``, where glibc is the newest symbol version the library
+``py3-none-manylinux_<glibc>_<arch>`` (for glibc 2.17, the library a cross build makes: also
+``manylinux2014_<arch>``), where glibc is the newest symbol version the library
 needs and arch comes from its ELF header, so a cross-built library gets the right tag. Without a
 library the wheel stays pure Python and the native backend reports itself unavailable.
 
@@ -43,7 +44,8 @@ def library_platform(lib: Path) -> str:
     if not versions:
         return f"linux_{arch}"
     major, minor = max(versions)
-    minor = max(minor, 17) if major == 2 else minor  # manylinux starts at glibc 2.17
+    if (major, minor) <= (2, 17):  # manylinux starts at glibc 2.17, also named manylinux2014
+        return f"manylinux_2_17_{arch}.manylinux2014_{arch}"
     return f"manylinux_{major}_{minor}_{arch}"
 
 

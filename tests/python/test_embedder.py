@@ -177,7 +177,7 @@ def test_choose_backend_auto_with_cuda() -> None:
 
 def test_choose_backend_by_name() -> None:
     assert choose_backend("onnx", None, cuda=NO_CUDA).variant == "int8"
-    assert choose_backend("CPU", "fp32", cuda=NO_CUDA).backend == "onnx"
+    assert choose_backend("ONNX", "fp32", cuda=NO_CUDA).backend == "onnx"
     assert choose_backend("cuda", None, cuda=(True, "ok")).variant == "fp16"
     assert choose_backend("cuda", "int8", cuda=(True, "ok")).variant == "int8"
     assert choose_backend("wasm", None, cuda=NO_CUDA).backend == "wasm"
@@ -508,3 +508,33 @@ def test_cuda_io_binding_path(exported_model_dir: Path) -> None:
     np.testing.assert_array_equal(got, want)
     assert calls == [("bind_output", ("pooled", "cuda", 0)),
                      ("run", ["attention_mask", "input_ids"])]
+
+
+def test_backend_names_are_one_set_everywhere() -> None:
+    """Python, the embed CLI and embed serve take the same backend names; 'cpu' is a
+    deprecated alias of 'onnx' in all three."""
+    import argparse
+    import contextlib
+    import io
+
+    from edgembed.backends.choice import BACKENDS
+    from edgembed.cli.options import add_model_options
+    from edgembed.serve.cli import build_parser
+
+    assert BACKENDS == ("auto", "native", "onnx", "wasm", "cuda")
+    with pytest.warns(DeprecationWarning, match="'cpu' is deprecated; use 'onnx'"):
+        assert choose_backend("cpu", None, cuda=NO_CUDA).backend == "onnx"
+    with pytest.raises(InputError, match="choose from auto, native, onnx, wasm, cuda"):
+        choose_backend("gpu", None, cuda=NO_CUDA)
+    embed = argparse.ArgumentParser()
+    add_model_options(embed)
+    for parser in (embed, build_parser()):
+        for name in BACKENDS:
+            assert parser.parse_args(["--backend", name]).backend == name
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert parser.parse_args(["--backend", "cpu"]).backend == "onnx"
+        assert "deprecated" in err.getvalue()
+        with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+            parser.parse_args(["--backend", "gpu"])
+        assert "{auto,native,onnx,wasm,cuda}" in parser.format_help()

@@ -22,8 +22,10 @@ __all__ = [
     "CPU_BATCH_TOKENS",
     "CUDA_BATCH_TOKENS",
     "DEFAULT_VARIANT",
+    "DEPRECATED_BACKENDS",
     "MAX_BATCH_SIZE",
     "BackendChoice",
+    "backend_name",
     "bundle_path",
     "choose_backend",
     "cuda_state",
@@ -31,7 +33,26 @@ __all__ = [
     "open_backend",
 ]
 
-BACKENDS = ("auto", "onnx", "cuda", "wasm", "native")
+# The one set of backend names, in Python, the CLI, the server and the docs. "cpu" was once an
+# alias of "onnx" (onnxruntime on the CPU) — misleading now that the native engine is the CPU's
+# default — and is still accepted with a DeprecationWarning.
+BACKENDS = ("auto", "native", "onnx", "wasm", "cuda")
+DEPRECATED_BACKENDS = {"cpu": "onnx"}
+
+
+def backend_name(requested: str) -> str:
+    """``requested`` as one of BACKENDS (a deprecated alias warns and maps to its name)."""
+    import warnings
+
+    name = str(requested).lower()
+    if name in DEPRECATED_BACKENDS:
+        new = DEPRECATED_BACKENDS[name]
+        warnings.warn(f"backend {requested!r} is deprecated; use {new!r} (onnxruntime on the "
+                      "CPU) or 'native' (the edgembed engine)", DeprecationWarning, stacklevel=3)
+        return new
+    if name not in BACKENDS:
+        raise InputError(f"unknown backend {requested!r}; choose from {', '.join(BACKENDS)}")
+    return name
 
 # Token budgets: padded tokens (batch size x longest sequence) per encoder call. On a CPU,
 # batches past ~2k tokens were measured slower (the FFN activations, tokens x 1536 floats,
@@ -72,11 +93,7 @@ def choose_backend(
     ``BackendChoice.reason``; ``"cuda"`` without a usable GPU raises BackendUnavailable saying
     why and what to install.
     """
-    name = str(requested).lower()
-    if name == "cpu":
-        name = "onnx"
-    if name not in BACKENDS:
-        raise InputError(f"unknown backend {requested!r}; choose from {', '.join(BACKENDS)}")
+    name = backend_name(requested)
     cuda_ok, cuda_why = cuda
     native_ok, native_why = native
     reason = ""

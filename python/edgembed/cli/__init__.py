@@ -28,7 +28,7 @@ from ..errors import EdgembedError
 from .embed import embed_parser, run_embed
 from .models import COMMANDS
 from .options import Usage, add_model_options, positive_int
-from .registry import Command, commands, register_command
+from .registry import Command, commands, register_command, resolve
 from .rerank import RERANK_COMMAND
 
 __all__ = ["Command", "add_model_options", "main", "positive_int", "register_command"]
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     found = commands()
     if args_list and args_list[0] in found:
-        command = found[args_list[0]]
+        command = resolve(found[args_list[0]])
         parser = argparse.ArgumentParser(
             prog=f"embed {command.name}", description=command.description or command.help,
             epilog=("examples:\n" + command.examples) if command.examples else None,

@@ -13,10 +13,13 @@ if TYPE_CHECKING:
     from ..embedder import Embedder
 
 __all__ = [
+    "BACKEND_HELP",
     "Usage",
+    "add_backend_option",
     "add_format_options",
     "add_model_options",
     "add_vector_options",
+    "backend_arg",
     "load_embedder",
     "positive_int",
     "say",
@@ -39,12 +42,39 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                         "Face directory or exported model directory (default: %(default)s)")
     g.add_argument("--variant", choices=("int8", "fp32", "int4", "fp16"),
                    help="weights to run (default: int8 on CPU, fp16 on CUDA)")
-    g.add_argument("--backend", default="auto", choices=("auto", "onnx", "cuda", "wasm"),
-                   help="auto: CUDA when a GPU is usable, else onnxruntime on the CPU "
-                        "(default: %(default)s)")
+    add_backend_option(g)
     g.add_argument("--threads", type=positive_int, metavar="N",
                    help="CPU threads (default: one per core)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr")
+
+
+BACKEND_HELP = ("where the model runs: auto (CUDA when a GPU is usable, else the native engine "
+                "for int8, else onnxruntime on the CPU), native (the edgembed engine), onnx "
+                "(onnxruntime on the CPU), wasm (the engine under wasmtime), cuda "
+                "(default: %(default)s)")
+
+
+def backend_arg(text: str) -> str:
+    """A --backend value: one of BACKENDS; the deprecated ``cpu`` says so and means ``onnx``."""
+    from ..backends.choice import BACKENDS, DEPRECATED_BACKENDS
+
+    name = text.lower()
+    if name in DEPRECATED_BACKENDS:
+        print(f"embed: warning: --backend {text} is deprecated; use "
+              f"--backend {DEPRECATED_BACKENDS[name]} (or native)", file=sys.stderr)
+        return DEPRECATED_BACKENDS[name]
+    if name not in BACKENDS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from "
+                                          f"{', '.join(BACKENDS)})")
+    return name
+
+
+def add_backend_option(group: Any) -> None:
+    """``--backend`` with the one set of names (edgembed.backends.choice.BACKENDS)."""
+    from ..backends.choice import BACKENDS
+
+    group.add_argument("--backend", default="auto", type=backend_arg, metavar="{" + ",".join(
+        BACKENDS) + "}", help=BACKEND_HELP)
 
 
 def add_format_options(group: Any, input_name: str, output_name: str) -> None:

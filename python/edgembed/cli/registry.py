@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Command", "commands", "register_command"]
+__all__ = ["Command", "commands", "register_command", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,16 @@ def commands() -> dict[str, Command]:
             found[name] = Command(name, help_text, _lazy(module, "add_arguments"),
                                   _lazy(module, "run"))
     return found
+
+
+def resolve(command: Command) -> Command:
+    """The full Command of a lazy one, once it is about to run: its module's ``COMMAND`` (with
+    the description and examples its ``--help`` shows), imported now; others as they are."""
+    lazy = _LAZY_COMMANDS.get(command.name)
+    if lazy is None or command.name in _COMMANDS:
+        return command
+    full = getattr(importlib.import_module(lazy[0]), "COMMAND", None)
+    return full if isinstance(full, Command) else command
 
 
 def _lazy(module: str, attr: str) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..cli.options import add_backend_option
 from ..errors import EdgembedError, InputError
 from .jobs_settings import add_job_arguments, job_settings_from_args
 from .settings import (
@@ -140,8 +141,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                             "(repeatable; the first answers requests that name no model)")
     model.add_argument("--variant", default=None, choices=("int8", "fp32", "int4", "fp16"),
                        help="weights to run (default: int8 on CPU, fp16 on CUDA)")
-    model.add_argument("--backend", default="auto", choices=("auto", "cpu", "onnx", "cuda", "wasm"),
-                       help="where the model runs (default: %(default)s: CUDA when usable)")
+    add_backend_option(model)
     model.add_argument("--threads", type=_arg(_positive_int), default=None,
                        help="CPU threads per model call (default: one per core)")
 

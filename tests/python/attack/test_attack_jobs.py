@@ -171,9 +171,9 @@ def test_the_worker_survives_a_full_disk_and_ready_tells(
 
 def test_two_servers_on_one_jobs_directory(tmp_path: Path, spawn: Any) -> None:
     jobs_dir = tmp_path / "jobs"
-    first = spawn(["serve", "--jobs-dir", str(jobs_dir), "--port", "0", "--backend", "cpu"])
+    first = spawn(["serve", "--jobs-dir", str(jobs_dir), "--port", "0", "--backend", "onnx"])
     first.wait_line("serving")
-    second = spawn(["serve", "--jobs-dir", str(jobs_dir), "--port", "0", "--backend", "cpu"])
+    second = spawn(["serve", "--jobs-dir", str(jobs_dir), "--port", "0", "--backend", "onnx"])
     status, err = second.finish()
     assert status == 1
     assert "Traceback" not in err

@@ -37,7 +37,7 @@ def test_a_key_file_with_a_key_still_requires_it(tmp_path: Path, spawn: Any) -> 
     httpx = pytest.importorskip("httpx2")
     keys = tmp_path / "keys"
     keys.write_text("# the team's key\nsecret-key-1\n")
-    server = spawn(["serve", "--api-key-file", str(keys), "--port", "0", "--backend", "cpu"])
+    server = spawn(["serve", "--api-key-file", str(keys), "--port", "0", "--backend", "onnx"])
     line = server.wait_line("serving")
     assert "API keys required" in line
     url = line.split(" at ")[1].split(";")[0]
