@@ -477,7 +477,7 @@ class Embedder:
         ``docs/python.md``; binary precisions return ``ceil(dims / 8)`` bytes per row.
         ``max_batch_tokens`` overrides the backend's token budget per encoder call.
         """
-        vectors, truncated = self._embed_counted(
+        vectors, truncated = self.embed_counted(
             texts, normalize=normalize, prefix=prefix, truncate=truncate,
             dimensions=dimensions, precision=precision, max_batch_tokens=max_batch_tokens,
             prompt_name=prompt_name, truncation_direction=truncation_direction)
@@ -537,7 +537,7 @@ class Embedder:
         if chunk:
             yield self._embed_list(_as_texts(chunk, start), prefix, truncate, opts, start)[0]
 
-    def _embed_counted(
+    def embed_counted(
         self,
         texts: str | Iterable[str],
         *,
@@ -551,7 +551,10 @@ class Embedder:
         prompt_name: str | None = None,
         truncation_direction: str = "right",
     ) -> tuple[npt.NDArray[Any], int]:
-        """``embed`` plus the number of truncated texts; ``start`` offsets error indices."""
+        """``embed``, and how many of the texts were longer than ``max_length`` and were cut
+        (``embed`` logs that count; a caller that reports it itself takes it here): a tuple
+        ``(vectors, truncated)``. ``start`` is added to the text indices of errors (the
+        position of ``texts`` in a longer stream, as ``embed_iter`` and ``embed -i`` feed it)."""
         opts = self._options(normalize, dimensions, precision, max_batch_tokens,
                              truncation_direction)
         prompt = self.prompt(prefix, prompt_name)

@@ -145,7 +145,7 @@ def run_embed(args: argparse.Namespace) -> int:
                 if bar is not None:
                     bar.update(len(chunk))
                 continue
-            vectors, cut = embedder._embed_counted(
+            vectors, cut = embedder.embed_counted(
                 [r.text or "" for r in chunk], start=total, normalize=args.normalize,
                 prefix=prefix, prompt_name=args.prompt_name, truncate=not args.no_truncate,
                 dimensions=args.dimensions, precision=args.precision,
