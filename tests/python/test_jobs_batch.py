@@ -363,3 +363,30 @@ def test_a_second_process_on_the_same_job_is_refused(
         held.unlock()
     assert batch(str(src), "-o", str(tmp_path / "out.npy")) == 0
     capsys.readouterr()
+
+
+def test_normalization_is_the_models_unless_asked(tmp_path: Path, embedder: Embedder) -> None:
+    """Like ``embed``: a model without a Normalize module gives raw vectors by default;
+    ``--normalize`` / ``--no-normalize`` decide otherwise."""
+    from tiny_models import model_dir
+
+    corpus = texts(12, seed=5)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus),
+                                       encoding="utf-8")
+    raw_model = str(model_dir("bert-h40-cls-gelu-new"))  # CLS pooling, no Normalize module
+    tiny = Embedder.load(raw_model, variant="fp32", backend="onnx")
+    assert not tiny.manifest.normalize
+    runs: dict[str, list[str]] = {"default": [], "normalize": ["--normalize"]}
+    for name, extra in runs.items():
+        out = tmp_path / f"{name}.npy"
+        assert main(["-m", raw_model, "--variant", "fp32", "--backend", "onnx", "-q",
+                     str(tmp_path / "in.jsonl"), "-o", str(out), *extra]) == 0
+        got = np.load(out)
+        np.testing.assert_allclose(got, tiny.embed(corpus, normalize=bool(extra)), atol=1e-6)
+        norms = np.linalg.norm(got, axis=1)
+        assert np.allclose(norms, 1.0, atol=1e-5) == bool(extra), norms
+    out = tmp_path / "minilm.npy"
+    assert batch(str(tmp_path / "in.jsonl"), "-o", str(out), "--no-normalize") == 0
+    got = np.load(out)
+    np.testing.assert_allclose(got, embedder.embed(corpus, normalize=False), atol=1e-6)
+    assert not np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-3)

@@ -55,7 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="where malformed rows are listed (default: OUTPUT's name with "
                            ".errors.jsonl)")
     v, _ = add_vector_options(p, "a malformed row")
-    v.add_argument("--no-normalize", action="store_true", help="skip L2 normalization")
+    norm = v.add_mutually_exclusive_group()
+    norm.add_argument("--normalize", action="store_true", default=None,
+                      help="L2-normalize the vectors (default: as the model does)")
+    norm.add_argument("--no-normalize", action="store_false", dest="normalize",
+                      help="do not L2-normalize the vectors")
     job = p.add_argument_group("job")
     job.add_argument("--resume", action="store_true",
                      help="continue the interrupted job for OUTPUT (starts it if there is none)")
@@ -93,7 +97,7 @@ def _spec(args: argparse.Namespace) -> BatchSpec:
         id_column=args.id_column, encoding_errors=args.encoding_errors,
         errors_file=args.errors_file, model=args.model, variant=args.variant,
         backend=args.backend, threads=args.threads, prompt=args.prompt,
-        normalize=not args.no_normalize, truncate=not args.no_truncate,
+        normalize=args.normalize, truncate=not args.no_truncate,
         dimensions=args.dimensions, precision=args.precision, chunk_size=args.chunk_size,
         resume=args.resume, restart=args.restart, work_dir=args.work_dir, engine=args.engine,
         ray_address=args.ray_address, actors=args.actors, cpus_per_actor=args.cpus_per_actor,

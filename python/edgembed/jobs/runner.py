@@ -224,8 +224,10 @@ def _manifest(
         model_sha256=entry.sha256 if entry is not None else "", backend=embedder.backend,
         dim=embedder.dim, field=spec.field, column=spec.column, id_column=spec.id_column,
         encoding_errors=spec.encoding_errors, prefix=_prefix(spec, embedder),
-        normalize=spec.normalize, truncate=spec.truncate, dimensions=spec.dimensions,
-        precision=spec.precision, chunk_size=spec.chunk_size, created=stamp(),
+        normalize=(embedder.manifest.normalize if spec.normalize is None
+                   else spec.normalize),
+        truncate=spec.truncate, dimensions=spec.dimensions, precision=spec.precision,
+        chunk_size=spec.chunk_size, created=stamp(),
     )
 
 

@@ -30,7 +30,7 @@ class BatchSpec:
     backend: str = "auto"
     threads: int | None = None
     prompt: str | None = None  # "query" or "document": the model's prefix for that kind
-    normalize: bool = True
+    normalize: bool | None = None  # None: as the model does (its Normalize module)
     truncate: bool = True
     dimensions: int | None = None
     precision: str = "float32"
