@@ -612,9 +612,11 @@ def pull(
 
     ``model`` is a catalog name, a hub id ``ORG/NAME[@REVISION]`` or a local Hugging Face
     directory. ``from_dir`` supplies a catalog model's files from a local directory instead of
-    downloading them. ``force`` fetches again what is cached (the same hub commit, which must
-    match what was pulled before); ``update`` asks the hub again which commit the revision
-    points to and takes that commit's files. ``progress`` receives a line per fetch.
+    downloading them, cached or not (the files are verified and copied again; exports stay
+    when the bytes are the same). ``force`` fetches again what is cached (the same hub
+    commit, which must match what was pulled before); ``update`` asks the hub again which
+    commit the revision points to and takes that commit's files. ``progress`` receives a
+    line per fetch.
     """
     say = progress or (lambda _msg: None)
     text = os.fspath(model)
@@ -632,7 +634,7 @@ def pull(
         old_files, old_hub = _previous(final)
         moved = bool(asked_revision and old_hub and asked_revision not in (
             old_hub.get("revision"), old_hub.get("commit")))
-        if src_final.is_dir() and not (force or update or moved):
+        if src_final.is_dir() and not (force or update or moved or from_dir is not None):
             try:
                 verify_files(src_final, spec)
                 return PulledModel(spec, final, _read_origin(src_final), cached=True,

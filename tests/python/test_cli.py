@@ -377,11 +377,66 @@ def test_pull_export_info_on_a_warm_cache(capsys: pytest.CaptureFixture[str],
 
 
 def test_similarity(capsys: pytest.CaptureFixture[str], embedder: Embedder) -> None:
+    """A line per other text: the cosine, then the pair it is for (JSON strings)."""
     assert main(["similarity", "a cat sat", "a kitten sat", "stock prices fell"]) == 0
-    got = [float(x) for x in capsys.readouterr().out.split()]
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(json.loads(a), json.loads(b)) for _, a, b in rows] == [
+        ("a cat sat", "a kitten sat"), ("a cat sat", "stock prices fell")]
+    got = [float(r[0]) for r in rows]
     v = embedder.embed(["a cat sat", "a kitten sat", "stock prices fell"])
     np.testing.assert_allclose(got, [v[0] @ v[1], v[0] @ v[2]], atol=2e-6)
     assert got[0] > 0.6 > 0.2 > got[1]
+
+
+@pytest.mark.parametrize("word", ["modles", "model", "pul", "simlarity", "Models"])
+def test_a_lone_word_one_edit_from_a_command_asks(word: str, capsys: pytest.CaptureFixture[str],
+                                                   embedder: Embedder) -> None:
+    assert main([word]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "is not a command; did you mean `embed " in captured.err
+    assert f"embed -- {word}" in captured.err
+    assert main(["--", word]) == 0  # the text, on purpose
+    np.testing.assert_allclose(lines_of(capsys.readouterr().out), embedder.embed([word]),
+                               atol=2e-6)
+
+
+def test_words_that_are_no_typo_are_embedded(capsys: pytest.CaptureFixture[str],
+                                             embedder: Embedder) -> None:
+    for args in (["hello"], ["modles", "and more"], ["mo"]):
+        assert main(args) == 0, args
+        np.testing.assert_allclose(lines_of(capsys.readouterr().out), embedder.embed(args),
+                                   atol=2e-6)
+
+
+def test_bundle_without_o_writes_into_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        exported_model_dir: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bundle", "all-minilm-l6-v2"]) == 0
+    path, size, sha = capsys.readouterr().out.rstrip("\n").split("\t")
+    written = tmp_path / "all-minilm-l6-v2.int8.emb"
+    assert Path(path) == written and written.is_file()
+    from edgembed.manifest import Manifest, sha256_file
+
+    record = Manifest.load(exported_model_dir).bundles["int8"]
+    assert (exported_model_dir / str(record["file"])).is_file()  # the engine's copy stays
+    assert sha == f"sha256 {sha256_file(written)}" == f"sha256 {record['sha256']}"
+    assert size == f"{written.stat().st_size} bytes"
+    assert main(["bundle", "all-minilm-l6-v2", "-o", str(tmp_path / "web")]) == 0
+    assert capsys.readouterr().out.startswith(f"{tmp_path / 'web'}\t")
+    assert sha256_file(tmp_path / "web") == record["sha256"]
+
+
+def test_pull_from_is_honoured_on_a_cached_model(capsys: pytest.CaptureFixture[str],
+                                                 hf_model_dir: Path,
+                                                 exported_model_dir: Path) -> None:
+    assert main(["pull", "all-minilm-l6-v2", "--from", str(hf_model_dir)]) == 0
+    assert capsys.readouterr().out == (f"all-minilm-l6-v2: pulled from local directory "
+                                       f"{hf_model_dir} into {exported_model_dir}\n")
+    # the same bytes: the exported variants stay
+    assert {"fp32", "int8"} <= set(json.loads(
+        (exported_model_dir / "edgembed.json").read_text(encoding="utf-8"))["variants"])
 
 
 def test_registered_commands_run(capsys: pytest.CaptureFixture[str]) -> None:

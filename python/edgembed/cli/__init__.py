@@ -22,7 +22,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import EdgembedError
 from .embed import embed_parser, run_embed
@@ -59,6 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = embed_parser(found)
         run = run_embed
         rest = args_list
+        near = _near_command(args_list, found)
+        if near is not None:
+            print(f"embed: {args_list[0]!r} is not a command; did you mean `embed {near}`? "
+                  f"To embed the text {args_list[0]!r}, run: embed -- {args_list[0]}",
+                  file=sys.stderr)
+            return EXIT_USAGE
     try:
         args = parser.parse_args(rest)
         try:
@@ -77,6 +83,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_ERROR  # pragma: no cover - parser.error exits
+
+
+def _near_command(args: Sequence[str], found: Iterable[str]) -> str | None:
+    """The command a lone argument is one edit (a letter added, dropped, changed, or two
+    neighbours swapped) away from, if any: ``embed modles`` is a typo more often than a text.
+    ``embed -- TEXT`` embeds it anyway."""
+    if len(args) != 1 or args[0].startswith("-"):
+        return None
+    word = args[0]
+    for name in sorted(found):
+        if _one_edit(word.lower(), name):
+            return name
+    return None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):  # equal: the command in other letter cases
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) <= 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
 
 
 def _message(exc: BaseException) -> str:

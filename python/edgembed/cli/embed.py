@@ -46,7 +46,9 @@ examples:
   embed rerank "a query" -i docs.txt --top-n 5        documents ranked by a cross-encoder
   embed models | pull NAME | export NAME | info NAME  manage models
 
-A text equal to a command's name needs `--` first: embed -- models
+A text equal to a command's name, or one letter away from one, needs `--` first:
+embed -- models (a lone `embed modles` asks whether `embed models` was meant).
+`embed similarity` prints a line per other text: the cosine, then the pair (JSON strings).
 """
 
 

@@ -189,9 +189,11 @@ def _similarity_args(p: argparse.ArgumentParser) -> None:
 
 def _run_similarity(args: argparse.Namespace) -> int:
     embedder = load_embedder(args)
-    vectors = embedder.embed([argv_text(t) for t in (args.first, *args.others)])
-    for value in vectors[1:] @ vectors[0]:
-        print(f"{float(value):.6f}")
+    texts = [argv_text(t) for t in (args.first, *args.others)]
+    vectors = embedder.embed(texts)
+    first = json.dumps(texts[0], ensure_ascii=False)
+    for other, value in zip(texts[1:], vectors[1:] @ vectors[0], strict=True):
+        print(f"{float(value):.6f}\t{first}\t{json.dumps(other, ensure_ascii=False)}")
     return 0
 
 
@@ -209,7 +211,8 @@ COMMANDS = (
                      "  embed export all-minilm-l6-v2 --variants fp32,int8,int4,fp16 --force"),
     Command("info", "show a model's manifest and directory", _info_args, _run_info,
             examples="  embed info all-minilm-l6-v2\n  embed info all-minilm-l6-v2 --json"),
-    Command("similarity", "cosine similarity of a text with others", _similarity_args,
+    Command("similarity", "cosine similarity of a text with others: a line per other text, "
+            "the cosine, then the two texts (JSON strings), tab-separated", _similarity_args,
             _run_similarity,
             examples='  embed similarity "a cat sat" "a kitten sat" "stock prices fell"'),
 )

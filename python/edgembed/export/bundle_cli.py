@@ -23,16 +23,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", default="all-minilm-l6-v2",
                         help="catalog name or Hugging Face directory (default: %(default)s)")
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="where to write the bundle (default: the model's cache directory)")
+                        help="where to write the bundle (default: NAME.int8.emb in the current "
+                             "directory); the engine's own copy stays in the model's cache")
     parser.add_argument("--force", action="store_true", help="rewrite an existing bundle")
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
     from . import export_bundle
 
-    record, path = export_bundle(args.model, out=args.output, force=args.force)
-    print(f"{path}\t{record['size']} bytes\tsha256 {record['sha256']}")
+    record, cached = export_bundle(args.model, force=args.force)  # the cache's, recorded
+    target = Path(args.output) if args.output else Path.cwd() / cached.name
+    if target.is_dir():
+        target = target / cached.name
+    if not (target.exists() and os.path.samefile(target, cached)):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".bundle-", suffix=".emb", dir=target.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(cached, tmp)
+            os.chmod(tmp, 0o666 & ~_umask())
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    print(f"{target}\t{record['size']} bytes\tsha256 {record['sha256']}")
     return 0
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 if __name__ == "__main__":  # pragma: no cover
