@@ -126,7 +126,7 @@ def test_cohere_and_jina_rerank(loaded: Any, client: Any) -> None:
 def test_rerank_bad_bodies(client: Any) -> None:
     cases = [
         ({"query": QUERY}, 422, "texts: Field required"),
-        ({"query": QUERY, "documents": []}, 422, "'documents' is an empty list"),
+        ({"query": QUERY, "documents": []}, 400, "'documents' is an empty list"),  # TEI's "empty"
         ({"query": QUERY, "documents": DOCS, "top_n": 0}, 422, "top_n"),
         ({"query": QUERY, "documents": ["d"] * 17}, 413, "over the limit of 16"),
         ({"query": QUERY, "texts": ["d"], "extra": 1}, 422, "extra"),
