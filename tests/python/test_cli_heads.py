@@ -45,6 +45,18 @@ def test_rerank_documents_from_arguments(capsys: pytest.CaptureFixture[str]) -> 
     assert len(got) == len(DOCS) and set(got[0]) == {"index", "score"}
 
 
+@pytest.mark.parametrize("backend", ["native", "onnx"])
+def test_rerank_takes_every_backend_name(backend: str, capsys: pytest.CaptureFixture[str],
+                                         native_library: Path) -> None:
+    """The one set of backend names: embed rerank --backend native runs the engine's head."""
+    assert main(["rerank", "-q", "-m", RERANKER, "--backend", backend, "what is a cat",
+                 *DOCS]) == 0
+    got = results(capsys.readouterr().out)
+    want = Reranker.load(RERANKER, backend=backend).rerank("what is a cat", DOCS)
+    assert Reranker.load(RERANKER, backend=backend).backend == backend
+    assert [(r["index"], r["score"]) for r in got] == [(w.index, w.score) for w in want]
+
+
 def test_rerank_a_file_with_ids_top_n_and_texts(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "docs.jsonl"

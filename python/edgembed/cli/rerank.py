@@ -15,7 +15,7 @@ from .._unicode import argv_text
 from ..errors import InputError
 from ..io.readers import RowReader
 from ..io.storage import same_file
-from .options import Usage, add_format_options, positive_int, say
+from .options import Usage, add_backend_option, add_format_options, positive_int, say
 from .registry import Command
 
 __all__ = ["RERANK_COMMAND"]
@@ -58,8 +58,7 @@ def _args(p: argparse.ArgumentParser) -> None:
                         "(default: %(default)s)")
     m.add_argument("--variant", choices=("int8", "fp32", "int4", "fp16"),
                    help="weights to run (default: int8 on CPU, fp16 on CUDA)")
-    m.add_argument("--backend", default="auto", choices=("auto", "onnx", "cuda"),
-                   help="where the model runs (default: %(default)s)")
+    add_backend_option(m)
     m.add_argument("--threads", type=positive_int, metavar="N",
                    help="CPU threads (default: one per core)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or notes on stderr")
