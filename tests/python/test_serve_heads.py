@@ -117,6 +117,7 @@ def test_cohere_and_jina_rerank(loaded: Any, client: Any) -> None:
                                                "documents": DOCS})
     assert missing.status_code == 404
     assert "the reranker 'nope' is not served here" in missing.json()["error"]["message"]
+    assert "with several rerankers a request names one" in missing.json()["error"]["message"]
     nli = client.post("/v1/rerank", json={"model": "rerank-bert-3labels-legacy",
                                            "query": QUERY, "documents": DOCS})
     assert nli.status_code == 422 and "ranking needs a one-label" in \
@@ -172,6 +173,32 @@ def test_predict_softmax_over_labels(loaded: Any) -> None:
     order = np.argsort(-soft, kind="stable")
     assert [g["label"] for g in got] == [three.labels[j] for j in order]
     assert [g["score"] for g in got] == pytest.approx([float(soft[j]) for j in order], abs=1e-6)
+
+
+def test_one_reranker_answers_any_model_name(loaded: Any) -> None:
+    """Like TEI (and the embedding routes): a server with one reranker answers whatever model
+    a Cohere or Jina client names (their clients send their own defaults);
+    --strict-model-name restores the 404."""
+    r: Reranker = models(loaded)["rerank-bert"]
+    want = [(w.index, w.score) for w in r.rerank(QUERY, DOCS, top_n=2)]
+    for strict, status in ((False, 200), (True, 404)):
+        app = create_app(loaded[0], ServeSettings(latency_target_ms=1000,
+                                                  strict_model_name=strict))
+        install_heads(app, [ServedHead(r)])
+        with BackgroundServer(app) as s, httpx.Client(base_url=s.url, timeout=60) as c:
+            got = c.post("/v1/rerank", json={"model": "rerank-english-v3.0", "query": QUERY,
+                                             "documents": DOCS, "top_n": 2})
+            named = c.post("/v1/rerank", json={"model": "rerank-bert", "query": QUERY,
+                                               "documents": DOCS, "top_n": 2})
+        assert got.status_code == status, got.text
+        assert named.status_code == 200
+        assert [(x["index"], x["relevance_score"]) for x in named.json()["results"]] == want
+        if status == 200:
+            assert got.json()["model"] == "rerank-bert"
+            assert [(x["index"], x["relevance_score"]) for x in got.json()["results"]] == want
+        else:
+            assert "the reranker 'rerank-english-v3.0' is not served here" in \
+                got.json()["error"]["message"]
 
 
 def test_embed_sparse(loaded: Any, client: Any) -> None:

@@ -362,11 +362,15 @@ def _install_rerank(app: FastAPI, state: ServerState, rerankers: list[ServedHead
         for h in rerankers:
             if h.name == name:
                 return h
-        if not settings.served_model_names or name not in settings.served_model_names:
-            served = ", ".join(repr(h.name) for h in rerankers)
-            raise ModelNotFound(f"the reranker {name!r} is not served here; this server serves "
-                                f"{served} (see GET /v1/models)")
-        return rerankers[0]
+        if name in settings.served_model_names:
+            return rerankers[0]
+        if len(rerankers) == 1 and not settings.strict_model_name:
+            return rerankers[0]  # like TEI: one reranker answers whatever model is named
+        served = ", ".join(repr(h.name) for h in rerankers)
+        why = ("" if len(rerankers) == 1 else
+               "; with several rerankers a request names one of them")
+        raise ModelNotFound(f"the reranker {name!r} is not served here; this server serves "
+                            f"{served}{why} (see GET /v1/models)")
 
     async def rank(request: Request, head: ServedHead, query: str, docs: list[str], *,
                    truncate: bool, raw: bool, priority: str | None, deadline: float | None,
