@@ -20,9 +20,12 @@ export interface EngineOptions {
    */
   engineModule?: WebAssembly.Module;
   /**
-   * "auto" (default): relaxed SIMD on arm64 hosts that compute it exactly, else SIMD128 (faster
-   * on x86-64). Both give the same vectors.
+   * Which engine build (.wasm) runs. "auto" (default): relaxed SIMD on arm64 hosts that compute
+   * it exactly, else SIMD128 (faster on x86-64). Both give the same vectors. ("variant" names
+   * a model's quantization, as in the Python package.)
    */
+  build?: "auto" | "simd128" | "relaxed";
+  /** @deprecated the old name of `build`: it still works, and must agree with `build` if both are given. */
   variant?: "auto" | "simd128" | "relaxed";
   /** Where the package's .wasm files are served, when a bundler moved them (default: dist/wasm/). */
   wasmBase?: string | URL;
@@ -276,13 +279,13 @@ const registry = new FinalizationRegistry<EngineSession>((session) => session.di
 /** Sentence embeddings in this thread. `await Embedder.load(bundle)`, then `embed(texts)`. */
 export class Embedder {
   /** Which engine build runs: "simd128" or "relaxed". */
-  readonly variant: Variant;
+  readonly build: Variant;
   private session: EngineSession | null;
   private readonly promptSet: Prompts;
 
-  private constructor(session: EngineSession, variant: Variant, prompts: Prompts) {
+  private constructor(session: EngineSession, build: Variant, prompts: Prompts) {
     this.session = session;
-    this.variant = variant;
+    this.build = build;
     this.promptSet = prompts;
     registry.register(this, session, this);
   }
@@ -300,7 +303,12 @@ export class Embedder {
       session.dispose();
       throw new InputError(`${name} is a cross-encoder (reranker), not an embedding model; load it with Reranker.load`);
     }
-    return new Embedder(session, engine.variant, prompts);
+    return new Embedder(session, engine.build, prompts);
+  }
+
+  /** @deprecated the old name of `build`. */
+  get variant(): Variant {
+    return this.build;
   }
 
   private get s(): EngineSession {
@@ -440,7 +448,7 @@ export class Embedder {
 }
 
 /** The engine module to run single-threaded, from the options or chosen for this host. */
-export async function resolveEngine(options: EngineOptions): Promise<{ module: WebAssembly.Module; variant: Variant }> {
+export async function resolveEngine(options: EngineOptions): Promise<{ module: WebAssembly.Module; build: Variant }> {
   const m = options.engineModule;
   if (m !== undefined) {
     if (!(m instanceof WebAssembly.Module)) throw new InputError("engineModule must be a WebAssembly.Module");
@@ -453,7 +461,17 @@ export async function resolveEngine(options: EngineOptions): Promise<{ module: W
         "this host computes relaxed-SIMD dot products inexactly: pass edgembed/wasm/edgembed.wasm as engineModule instead",
       );
     }
-    return { module: m, variant: probe.kernels === "relaxed" ? "relaxed" : "simd128" };
+    return { module: m, build: probe.kernels === "relaxed" ? "relaxed" : "simd128" };
   }
-  return chooseModule(options.variant ?? "auto", options.wasmBase);
+  const chosen = await chooseModule(engineBuild(options), options.wasmBase);
+  return { module: chosen.module, build: chosen.variant };
+}
+
+/** The `build` option, or its deprecated name `variant`; both given must agree. */
+export function engineBuild(options: EngineOptions): "auto" | "simd128" | "relaxed" {
+  const { build, variant } = options;
+  if (build !== undefined && variant !== undefined && build !== variant) {
+    throw new InputError(`build ${JSON.stringify(build)} and variant ${JSON.stringify(variant)} disagree; variant is the old name of build: give build alone`);
+  }
+  return build ?? variant ?? "auto";
 }

@@ -143,7 +143,7 @@ export async function chooseModule(
   }
   if (prefer === "relaxed") {
     throw new BackendUnavailable(
-      "this host cannot run the relaxed-SIMD engine exactly (Node 20 computes its dot product wrongly); use variant \"simd128\"",
+      "this host cannot run the relaxed-SIMD engine exactly (Node 20 computes its dot product wrongly); use build \"simd128\"",
     );
   }
   return { module: await compileVariant("simd128", base), variant: "simd128" };

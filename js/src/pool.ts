@@ -89,7 +89,7 @@ interface SharedState {
 export class EmbedderPool {
   readonly mode: PoolMode;
   /** The engine build the workers run ("threads" when weights are shared). */
-  readonly variant: Variant;
+  readonly build: Variant;
   private modelInfo: ModelInfo | null;
   private readonly slots: Slot[] = [];
   private readonly queue: Job[] = [];
@@ -107,7 +107,7 @@ export class EmbedderPool {
 
   private constructor(args: {
     mode: PoolMode;
-    variant: Variant;
+    build: Variant;
     info: ModelInfo | null;
     size: number;
     init: (slot: Slot) => WorkerInit;
@@ -116,7 +116,7 @@ export class EmbedderPool {
     local: EngineSession | null;
   }) {
     this.mode = args.mode;
-    this.variant = args.variant;
+    this.build = args.build;
     this.modelInfo = args.info;
     this.init = args.init;
     this.options = args.options;
@@ -152,7 +152,7 @@ export class EmbedderPool {
         throw headRefusal(local.info.head);
       }
       return new EmbedderPool({
-        mode: "in-process", variant: engine.variant, info: local.info, size: 1, init: () => { throw new Error("no workers"); },
+        mode: "in-process", build: engine.build, info: local.info, size: 1, init: () => { throw new Error("no workers"); },
         options, shared: null, local,
       });
     }
@@ -176,7 +176,7 @@ export class EmbedderPool {
       const stacks: number[] = [];
       const state: SharedState = { owner, model, bundle: at, memory, module, stacks, tokenizer };
       pool = new EmbedderPool({
-        mode: "shared", variant: "threads", info, size, options, shared: state, local: null,
+        mode: "shared", build: "threads", info, size, options, shared: state, local: null,
         init: (slot) => {
           while (stacks.length <= slot.index) stacks.push(owner.allocStack().top);
           return { mode: "shared", module, memory, model, stackTop: stacks[slot.index], maxTokens };
@@ -185,7 +185,7 @@ export class EmbedderPool {
     } else {
       const engine = await resolveEngine(options);
       pool = new EmbedderPool({
-        mode: "copy", variant: engine.variant, info: null, size, options, shared: null, local: null,
+        mode: "copy", build: engine.build, info: null, size, options, shared: null, local: null,
         init: () => ({ mode: "copy", module: engine.module, bundle: bytes, maxTokens }),
       });
     }
@@ -210,6 +210,11 @@ export class EmbedderPool {
 
   get dim(): number {
     return this.info.dim;
+  }
+
+  /** @deprecated the old name of `build`. */
+  get variant(): Variant {
+    return this.build;
   }
 
   get maxLength(): number {

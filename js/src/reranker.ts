@@ -67,15 +67,15 @@ const registry = new FinalizationRegistry<EngineSession>((session) => session.di
 /** Cross-encoder scores in this thread. `await Reranker.load(bundle)`, then `rerank(query, documents)`. */
 export class Reranker {
   /** Which engine build runs: "simd128" or "relaxed". */
-  readonly variant: Variant;
+  readonly build: Variant;
   private session: EngineSession | null;
   private readonly activate: (x: number) => number;
   /** What turns logits into scores: "sigmoid" for one-label rerankers (the bundle's classifier.score_activation). */
   readonly activation: string;
 
-  private constructor(session: EngineSession, variant: Variant) {
+  private constructor(session: EngineSession, build: Variant) {
     this.session = session;
-    this.variant = variant;
+    this.build = build;
     this.activation = session.meta("classifier.score_activation") ?? "identity";
     const f = ACTIVATIONS[this.activation];
     if (f === undefined) {
@@ -100,11 +100,16 @@ export class Reranker {
       throw new InputError(`${name} is not a cross-encoder (reranker) but ${kind}`);
     }
     try {
-      return new Reranker(session, engine.variant);
+      return new Reranker(session, engine.build);
     } catch (e) {
       session.dispose();
       throw e;
     }
+  }
+
+  /** @deprecated the old name of `build`. */
+  get variant(): Variant {
+    return this.build;
   }
 
   private get s(): EngineSession {

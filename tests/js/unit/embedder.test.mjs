@@ -14,12 +14,12 @@ const texts = reference.texts;
 describe("Embedder (SIMD128 build)", () => {
   let e;
   before(async () => {
-    e = await Embedder.load(BUNDLE, { variant: "simd128" });
+    e = await Embedder.load(BUNDLE, { build: "simd128" });
   });
   after(() => e.dispose());
 
   test("reads the bundle's model info and metadata", () => {
-    assert.equal(e.variant, "simd128");
+    assert.equal(e.build, "simd128");
     assert.equal(e.dim, 384);
     assert.equal(e.maxLength, 256);
     assert.equal(e.name, "all-minilm-l6-v2");
@@ -81,7 +81,7 @@ describe("Embedder (SIMD128 build)", () => {
       const [alone] = await e.embed([some[i]]);
       assert.ok(bitsEqual(alone, together[i]), `text ${i} differs alone`);
     }
-    const small = await Embedder.load(BUNDLE, { variant: "simd128", maxTokens: 256 });
+    const small = await Embedder.load(BUNDLE, { build: "simd128", maxTokens: 256 });
     try {
       const packed = await small.embed(some);
       packed.forEach((v, i) => assert.ok(bitsEqual(v, together[i]), `text ${i} differs with maxTokens 256`));
@@ -124,22 +124,22 @@ describe("Embedder (SIMD128 build)", () => {
   });
 });
 
-describe("Embedder variants", () => {
+describe("Embedder builds", () => {
   test("auto picks SIMD128 on x86-64; relaxed SIMD runs where exact and gives the same bits", async () => {
     const { BackendUnavailable } = pkg;
     const auto = await Embedder.load(BUNDLE);
-    const simd = await Embedder.load(BUNDLE, { variant: "simd128" });
+    const simd = await Embedder.load(BUNDLE, { build: "simd128" });
     try {
       // relaxed is faster only on arm64 (docs/engine.md, "Speed"); Node 20 computes it wrongly
       const relaxedExact = !(env.runtime === "node" && Number(env.version.split(".")[0]) < 22);
-      assert.equal(auto.variant, env.arch === "arm64" && relaxedExact ? "relaxed" : "simd128");
+      assert.equal(auto.build, env.arch === "arm64" && relaxedExact ? "relaxed" : "simd128");
       if (!relaxedExact) {
-        await assert.rejects(Embedder.load(BUNDLE, { variant: "relaxed" }), BackendUnavailable);
+        await assert.rejects(Embedder.load(BUNDLE, { build: "relaxed" }), BackendUnavailable);
         return;
       }
-      const relaxed = await Embedder.load(BUNDLE, { variant: "relaxed" });
+      const relaxed = await Embedder.load(BUNDLE, { build: "relaxed" });
       try {
-        assert.equal(relaxed.variant, "relaxed");
+        assert.equal(relaxed.build, "relaxed");
         const some = texts.slice(40, 70);
         const a = await relaxed.embed(some);
         const b = await simd.embed(some);
@@ -153,12 +153,26 @@ describe("Embedder variants", () => {
     }
   });
 
+  test("build is the option's name; variant, its old name, still works and must agree", async () => {
+    const old = await Embedder.load(BUNDLE, { variant: "simd128" });
+    try {
+      assert.equal(old.build, "simd128");
+      assert.equal(old.variant, "simd128");
+    } finally {
+      old.dispose();
+    }
+    const same = await Embedder.load(BUNDLE, { build: "simd128", variant: "simd128" });
+    same.dispose();
+    await assert.rejects(Embedder.load(BUNDLE, { build: "simd128", variant: "relaxed" }),
+      (e) => e instanceof InputError && /variant is the old name of build/.test(e.message));
+  });
+
   test("accepts a compiled engine module, refuses the threads build", async () => {
     const bytes = fs.readFileSync(path.join(ROOT, "js/dist/wasm/edgembed.wasm"));
     const engineModule = await WebAssembly.compile(bytes);
     const e = await Embedder.load(fs.readFileSync(BUNDLE), { engineModule });
     try {
-      assert.equal(e.variant, "simd128");
+      assert.equal(e.build, "simd128");
       assert.equal((await e.embed(["hello"]))[0].length, 384);
     } finally {
       e.dispose();
@@ -172,7 +186,7 @@ describe("Embedder.load sources and errors", () => {
   const bytes = new Uint8Array(fs.readFileSync(BUNDLE));
   let expected;
   before(async () => {
-    const e = await Embedder.load(bytes, { variant: "simd128" });
+    const e = await Embedder.load(bytes, { build: "simd128" });
     [expected] = await e.embed(["sources agree"]);
     e.dispose();
   });
@@ -185,7 +199,7 @@ describe("Embedder.load sources and errors", () => {
     ["a DataView", () => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)],
   ]) {
     test(`from ${name}`, async () => {
-      const e = await Embedder.load(make(), { variant: "simd128" });
+      const e = await Embedder.load(make(), { build: "simd128" });
       try {
         assert.ok(bitsEqual((await e.embed(["sources agree"]))[0], expected));
       } finally {
@@ -197,8 +211,8 @@ describe("Embedder.load sources and errors", () => {
   test("checks sha256 integrity (hex or SRI) and reports a mismatch", async () => {
     const hex = await sha256Hex(bytes);
     const sri = "sha256-" + btoa(String.fromCharCode(...hex.match(/../g).map((h) => parseInt(h, 16))));
-    (await Embedder.load(BUNDLE, { integrity: hex, variant: "simd128" })).dispose();
-    (await Embedder.load(bytes, { integrity: sri, variant: "simd128" })).dispose();
+    (await Embedder.load(BUNDLE, { integrity: hex, build: "simd128" })).dispose();
+    (await Embedder.load(bytes, { integrity: sri, build: "simd128" })).dispose();
     const wrong = "0".repeat(64);
     const err = await Embedder.load(BUNDLE, { integrity: wrong }).catch((x) => x);
     assert.ok(err instanceof ChecksumMismatch, String(err));
@@ -230,7 +244,7 @@ describe("Embedder.load sources and errors", () => {
   });
 
   test("dispose frees the engine; later calls say so", async () => {
-    const e = await Embedder.load(bytes, { variant: "simd128" });
+    const e = await Embedder.load(bytes, { build: "simd128" });
     e.dispose();
     e.dispose();
     assert.equal(e.disposed, true);

@@ -146,8 +146,10 @@ describe("Reranker against sentence-transformers' CrossEncoder", () => {
   }
 
   test("rerank: the documents best first, topN of them, with their texts on request", async () => {
-    const r = await Reranker.load(bundleOf("rerank-bert"), { variant: "simd128" });
+    const r = await Reranker.load(bundleOf("rerank-bert"), { build: "simd128" });
     try {
+      assert.equal(r.build, "simd128");
+      assert.equal(r.variant, "simd128"); // the old name
       const query = texts[5];
       const documents = texts.slice(20, 45);
       const scores = await r.score(documents.map((d) => [query, d]));

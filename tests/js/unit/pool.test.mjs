@@ -18,14 +18,15 @@ for (const sharedWeights of [true, false]) {
   describe(`EmbedderPool with ${sharedWeights ? "shared" : "copied"} weights`, () => {
     let pool;
     before(async () => {
-      pool = await EmbedderPool.load(BUNDLE, { workers: 2, sharedWeights, variant: "simd128" });
+      pool = await EmbedderPool.load(BUNDLE, { workers: 2, sharedWeights, build: "simd128" });
     });
     after(() => pool.dispose());
 
     test("runs the expected mode and build", () => {
       assert.equal(pool.size, 2);
       assert.equal(pool.mode, sharedWeights ? "shared" : "copy");
-      assert.equal(pool.variant, sharedWeights ? "threads" : "simd128");
+      assert.equal(pool.build, sharedWeights ? "threads" : "simd128");
+      assert.equal(pool.variant, pool.build); // the old name
       assert.equal(pool.dim, 384);
     });
 
