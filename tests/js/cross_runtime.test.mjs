@@ -3,7 +3,7 @@
 //   the reference corpus through all-minilm-l6-v2: raw pooled vectors from Node 20, Node 22,
 //     Deno, Bun, Chromium, workerd and Python's wasmtime backend; normalized ones from the six
 //     JavaScript hosts;
-//   every case of build/js/cross_host.json (one bundle per architecture, one short text list):
+//   every case of build/js/cross_host.json (all-minilm-l6-v2 and every tiny model, one short text list):
 //     raw vectors from the six JavaScript hosts, wasmtime and the native engine
 //     (tests/js/python_vectors.py) and Pyodide (tests/pyodide/vectors.mjs); normalized ones from
 //     the JavaScript hosts;

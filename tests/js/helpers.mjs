@@ -20,8 +20,9 @@ export const BUNDLE = process.env.EDGEMBED_TEST_BUNDLE ?? path.join(ROOT, "build
 export const VECTORS_DIR = process.env.EDGEMBED_VECTORS_DIR ?? path.join(ROOT, "build/js/vectors");
 
 /**
- * build/js/cross_host.json (tests/fixtures/write_bundles.py): one bundle per architecture and the
- * short text list every host embeds with each, for the cross-runtime check.
+ * build/js/cross_host.json (tests/fixtures/write_bundles.py): all-minilm-l6-v2 and every tiny
+ * model, the short text list every host embeds with each, and the models with a head, for the
+ * cross-runtime check.
  */
 export function crossHostCases() {
   const file = path.join(ROOT, "build/js/cross_host.json");

@@ -1,5 +1,6 @@
-// One bundle per architecture (build/js/cross_host.json), embedded in this host with the SIMD128
-// build: writes build/js/vectors/<host>.<case>.{raw,normalized}.f32 for the bit-identity check of
+// Every cross-host bundle (build/js/cross_host.json: all-minilm-l6-v2 and each tiny model),
+// embedded in this host with the SIMD128 build: writes
+// build/js/vectors/<host>.<case>.{raw,normalized}.f32 for the bit-identity check of
 // tests/js/cross_runtime.test.mjs, after checking what every host must agree on by itself.
 import assert from "node:assert/strict";
 import path from "node:path";
