@@ -99,19 +99,37 @@ def _resolve(model: BundleSource | str
     return path, None, path.parent, None
 
 
+def wasm_build_of(wasm_build: str | None, wasm_variant: str | None) -> str | None:
+    """The ``wasm_build`` argument, or ``wasm_variant``, its deprecated old name ("variant"
+    names a model's quantization everywhere else): a DeprecationWarning, and both given must
+    agree."""
+    if wasm_variant is None:
+        return wasm_build
+    import warnings
+
+    warnings.warn("wasm_variant is deprecated: it is now wasm_build (variant names a model's "
+                  "quantization)", DeprecationWarning, stacklevel=3)
+    if wasm_build is not None and wasm_build != wasm_variant:
+        from .errors import InputError
+
+        raise InputError(f"wasm_build={wasm_build!r} and wasm_variant={wasm_variant!r} "
+                         "disagree; wasm_variant is the old name of wasm_build: give that alone")
+    return wasm_variant
+
+
 def open_bundle(
     model: BundleSource,
     *,
-    wasm_variant: str | None = None,
+    wasm_build: str | None = None,
     max_tokens: int = 2048,
     host: Any = None,
 ) -> BundleParts:
     """The wasm engine on ``model`` (bundle bytes, a path to a .emb file, or an exported model
-    directory with a bundle), its tokenizer and its manifest. ``wasm_variant``: the engine build
+    directory with a bundle), its tokenizer and its manifest. ``wasm_build``: the engine build
     ("simd128", "relaxed" or None); ``host``: a ready ``WasmHost`` (e.g. a module compiled
     asynchronously by ``edgembed.web.load``)."""
     source, manifest, model_dir, sha256 = _resolve(model)
-    backend = WasmBackend(source, variant=wasm_variant, max_tokens=max_tokens, host=host,
+    backend = WasmBackend(source, variant=wasm_build, max_tokens=max_tokens, host=host,
                           sha256=sha256)
     if manifest is None:
         label = "bytes" if isinstance(source, (bytes, bytearray, memoryview)) else str(source)

@@ -293,19 +293,22 @@ class Embedder:
         cls,
         model: BundleSource,
         *,
-        wasm_variant: str | None = None,
+        wasm_build: str | None = None,
         max_tokens: int = 2048,
         host: Any = None,
+        wasm_variant: str | None = None,
     ) -> Embedder:
         """An Embedder on the wasm engine for ``model``: bundle bytes, a path to a .emb file,
         or an exported model directory with a bundle. The engine tokenizes too, so neither
         onnxruntime nor ``tokenizers`` is needed (how edgembed runs in Pyodide).
-        ``wasm_variant``: the engine build ("simd128", "relaxed" or None: the host's best);
+        ``wasm_build``: the engine build ("simd128", "relaxed" or None: the host's best;
+        ``wasm_variant`` is its deprecated old name);
         ``host``: a ready ``WasmHost`` (e.g. a module compiled asynchronously by
         ``edgembed.web.load``)."""
-        from ._bundle import open_bundle
+        from ._bundle import open_bundle, wasm_build_of
 
-        p = open_bundle(model, wasm_variant=wasm_variant, max_tokens=max_tokens, host=host)
+        p = open_bundle(model, wasm_build=wasm_build_of(wasm_build, wasm_variant),
+                        max_tokens=max_tokens, host=host)
         if p.manifest.task == "rerank":
             p.backend.close()
             raise InputError(f"{p.manifest.name} is a cross-encoder (reranker), not an "

@@ -71,14 +71,19 @@ def _fetch_blocking(url: str) -> bytes:
 async def load(
     model: BundleSource,
     *,
-    wasm_variant: str | None = None,
+    wasm_build: str | None = None,
     max_tokens: int = 2048,
+    wasm_variant: str | None = None,
 ) -> Embedder:
     """An Embedder on the wasm engine for a bundle: a URL, its bytes, a path to a .emb file
     (Pyodide's file system, or a mounted folder) or an exported model directory.
 
-    ``wasm_variant``: "simd128" (default) or "relaxed" (only after its probe passes here).
+    ``wasm_build``: the engine build, "simd128" (default) or "relaxed" (only after its probe
+    passes here); ``wasm_variant`` is its deprecated old name.
     """
+    from ._bundle import wasm_build_of
+
+    wasm_build = wasm_build_of(wasm_build, wasm_variant)
     source: Any = model
     if isinstance(model, str) and is_url(model):
         source = await fetch_bundle(model)
@@ -86,6 +91,6 @@ async def load(
     if env.HOST.pyodide:
         from .backends._pyodide import PyodideHost
 
-        host = await PyodideHost.create(variant=wasm_variant)
-    return Embedder.from_bundle(source, wasm_variant=wasm_variant, max_tokens=max_tokens,
+        host = await PyodideHost.create(variant=wasm_build)
+    return Embedder.from_bundle(source, wasm_build=wasm_build, max_tokens=max_tokens,
                                 host=host)

@@ -20,7 +20,7 @@ from edgembed import _bundle, env
 from edgembed.backends.wasm import WasmBackend
 from edgembed.batching import EventLoopBatcher
 from edgembed.embedder import Embedder
-from edgembed.errors import BatcherClosed, InputTooLong, ModelNotFound
+from edgembed.errors import BatcherClosed, InputError, InputTooLong, ModelNotFound
 
 pytest.importorskip("wasmtime", reason="pip install wasmtime")
 
@@ -180,3 +180,22 @@ def test_event_loop_batcher_cancel_close_and_errors() -> None:
         assert b.stats().cancelled == 1
 
     asyncio.run(main())
+
+
+def test_wasm_build_names_the_engine_build(bundle: Path, embedder: Embedder) -> None:
+    """``wasm_build`` picks the engine build; ``wasm_variant``, its old name, warns and must
+    agree ("variant" names a model's quantization everywhere else)."""
+    built = Embedder.from_bundle(bundle, wasm_build="simd128")
+    try:
+        backend = built._backend
+        assert isinstance(backend, WasmBackend) and backend.variant == "simd128"
+        assert np.array_equal(built.embed(TEXTS[:4]), embedder.embed(TEXTS[:4]))
+    finally:
+        close(built)
+    with pytest.warns(DeprecationWarning, match="wasm_variant is deprecated: it is now "
+                                                "wasm_build"):
+        old = Embedder.from_bundle(bundle, wasm_variant="simd128")
+    close(old)
+    with pytest.raises(InputError, match="wasm_variant is the old name of wasm_build"), \
+            pytest.warns(DeprecationWarning):
+        Embedder.from_bundle(bundle, wasm_build="simd128", wasm_variant="relaxed")

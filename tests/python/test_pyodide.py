@@ -103,7 +103,7 @@ def cpython(pyodide_run: dict[str, Any]) -> dict[str, Any]:
 
     texts = json.loads(CORPUS.read_text(encoding="utf-8"))
     emb = Embedder.from_bundle(pyodide_run["_work"] / "all-minilm-l6-v2.emb",
-                               wasm_variant="simd128")
+                               wasm_build="simd128")
     wasm = emb._backend
     assert isinstance(wasm, WasmBackend)
     try:
