@@ -264,6 +264,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--latency-target-ms", type=float, default=2000.0)
     ap.add_argument("--variant", default="int8")
+    ap.add_argument("--backend", default="auto", help="edgembed's backend (auto, native, onnx)")
     args = ap.parse_args()
 
     from edgembed.sources import pull
@@ -279,18 +280,26 @@ def main() -> int:
         commands = {
             "edgembed": [sys.executable, "-m", "edgembed.serve", "--port",
                          str(ports["edgembed"]), "--reranker", str(model), "--variant",
-                         args.variant, "--threads", str(args.threads), "--no-access-log",
+                         args.variant, "--backend", args.backend, "--threads",
+                         str(args.threads), "--no-access-log",
                          "--latency-target", f"{args.latency_target_ms:g}ms"],
             "sentence-transformers": [args.st_python, str(peer_py), str(model),
                                       str(ports["sentence-transformers"]), str(args.threads)],
         }
-        procs = {name: subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, env=env)
+        logs = {name: open(Path(tmp) / f"{name}.log", "w+b") for name in commands}  # noqa: SIM115
+        procs = {name: subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=logs[name],
+                                        env=env)
                  for name, cmd in commands.items()}
         results: dict[tuple[str, str], dict[str, float]] = {}
+        ran_on = "?"
         try:
             for name, port in ports.items():
                 wait_ready(port, procs[name])
+            logs["edgembed"].seek(0)
+            serving = [ln for ln in logs["edgembed"].read().decode(errors="replace").splitlines()
+                       if "serving" in ln]
+            print(serving[0] if serving else "edgembed: no serving line", file=sys.stderr)
+            ran_on = serving[0].split("(", 1)[1].split(",", 1)[0].rstrip(")") if serving else "?"
             phases = [(f"{c} client{'s' if c != '1' else ''}", "closed", float(c))
                       for c in args.clients.split(",")]
             phases += [(f"{r} req/s", "open", float(r)) for r in args.rates.split(",")]
@@ -310,12 +319,15 @@ def main() -> int:
                     p.wait(timeout=60)
                 except subprocess.TimeoutExpired:
                     p.kill()
+            for f in logs.values():
+                f.close()
     load_at_end = os.getloadavg()
     print(f"# rerank benchmark — {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
           f"{os.cpu_count()} cores, load average {load_at_start[0]:.2f} at start, "
           f"{load_at_end[0]:.2f} at end; {args.threads} model threads per server, "
           f"{DOCS_PER_REQUEST} documents per request, {args.seconds:g} s per phase, edgembed "
-          f"{args.variant} with latency target {args.latency_target_ms:g} ms")
+          f"{ran_on} (--backend {args.backend}) with latency target "
+          f"{args.latency_target_ms:g} ms")
     print("| load | server | answered | requests/s | p50 ms | p99 ms | 429 | timeouts |")
     print("|---|---|---|---|---|---|---|---|")
     for (label, name), r in results.items():
