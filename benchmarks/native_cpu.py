@@ -27,7 +27,13 @@ vpdpbusd; 234 on the 2-core AVX-512 VNNI VM of docs/benchmarks.md, i.e. 64 per c
 GHz), min/mean cosine against the sentence-transformers fixture, and the min cosine between
 texts embedded alone and in their batches (1.0: batch-invariant).
 
-    .venv/bin/python benchmarks/native_cpu.py [--rounds 5] [--st-python PY] [--peak 234]
+``--model`` takes any catalog model the engine runs (all-mpnet-base-v2: 768 dimensions, 12
+layers, truncation at 384): the multiply-accumulates follow from its config.json, the texts are
+the same corpus, and for a model without a committed fixture the quality columns compare with
+sentence-transformers' vectors of this run (so they need ``--st-python``).
+
+    .venv/bin/python benchmarks/native_cpu.py [--model NAME] [--rounds 5] [--st-python PY]
+                                              [--peak 234]
 """
 
 from __future__ import annotations
@@ -50,20 +56,25 @@ from st_child import SentenceTransformersChild
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "fixtures" / "reference" / "all-minilm-l6-v2.json"
-LINEAR_MACS = 6 * (4 * 384 * 384 + 2 * 384 * 1536)  # per token: L × (QKV + out + FFN up + down)
-ATTENTION_MACS = 6 * 2 * 384  # per text: × n², scores and weighted sum
+
+
+def mac_counts(config: dict[str, int]) -> tuple[int, int]:
+    """Multiply-accumulates of a BERT-shaped encoder: per token in the linear layers
+    (L × (QKV + out + FFN up + down)), and per text × n² in attention (scores, weighted sum)."""
+    c, f, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return layers * (4 * c * c + 2 * c * f), layers * 2 * c
 
 Vectors = npt.NDArray[np.float32]
 
 
 def pipeline(encode: Callable[[list[list[int]]], Vectors],
-             tokenize: Callable[[], list[list[int]]]) -> Vectors:
+             tokenize: Callable[[], list[list[int]]], dim: int) -> Vectors:
     """The Embedder's path: tokenize, longest first in token-budget batches, encode, normalize."""
     from edgembed.backends.choice import CPU_BATCH_TOKENS
     from edgembed.embedder import plan_batches
 
     ids = tokenize()
-    out = np.zeros((len(ids), 384), dtype=np.float32)
+    out = np.zeros((len(ids), dim), dtype=np.float32)
     for batch in plan_batches([len(s) for s in ids], CPU_BATCH_TOKENS, 128):
         out[batch] = encode([ids[i] for i in batch])
     normalized: Vectors = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True),
@@ -108,15 +119,20 @@ def main() -> int:
 
     reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
     texts: list[str] = reference["texts"]
-    want = np.asarray(reference["embeddings"], dtype=np.float32)
     manifest, model_dir = export_model(args.model, variants="fp32,int8")
     _, bundle = export_bundle(args.model)
     pulled = pull(args.model)
+    config = json.loads((pulled.source_dir / "config.json").read_text(encoding="utf-8"))
+    linear_macs, attention_macs = mac_counts(config)
     tok = load_tokenizer(pulled.source_dir, manifest.max_length, truncate=True)
     ids = [e.ids for e in tok.encode_batch(texts)]
-    assert ids == reference["token_ids"], "tokenizer ids differ from the fixture"
+    own_fixture = args.model == reference["model"]
+    if own_fixture:
+        assert ids == reference["token_ids"], "tokenizer ids differ from the fixture"
+    elif not args.st_python:
+        ap.error(f"{args.model} has no committed fixture: give --st-python for its reference")
     n_tokens = sum(len(s) for s in ids)
-    macs = n_tokens * LINEAR_MACS + ATTENTION_MACS * sum(len(s) ** 2 for s in ids)
+    macs = n_tokens * linear_macs + attention_macs * sum(len(s) ** 2 for s in ids)
 
     tmp = Path(tempfile.mkdtemp(prefix="edgembed-native-bench-"))
     qd = tmp / "quantize_dynamic.onnx"
@@ -143,18 +159,24 @@ def main() -> int:
     st = None
     if args.st_python:
         try:
-            st = SentenceTransformersChild(args.st_python, pulled.source_dir, texts)
+            st = SentenceTransformersChild(args.st_python, pulled.source_dir, texts,
+                                           manifest.max_length)
         except (OSError, RuntimeError) as exc:
+            if not own_fixture:
+                raise
             print(f"# sentence-transformers skipped: {exc}", file=sys.stderr)
 
     times: dict[tuple[str, int], list[float]] = {k: [] for k in engines}
     vectors: dict[tuple[str, int], Vectors] = {}
     for key, enc in engines.items():  # warm-up, and the vectors for the quality columns
-        vectors[key] = pipeline(enc, tokenize)
+        vectors[key] = pipeline(enc, tokenize, manifest.dim)
     if st is not None:
         for threads in thread_counts:
             times[("sentence-transformers fp32", threads)] = []
             _, vectors[("sentence-transformers fp32", threads)] = st.run(threads)
+    # the quality columns: the committed fixture, else sentence-transformers of this run
+    want = (np.asarray(reference["embeddings"], dtype=np.float32) if own_fixture
+            else vectors[("sentence-transformers fp32", thread_counts[0])])
     load_before = os.getloadavg()[0]
     for _ in range(args.rounds):
         for key in times:
@@ -165,7 +187,7 @@ def main() -> int:
                 seconds, _ = st.run(threads)
             else:
                 t0 = time.perf_counter()
-                pipeline(engines[key], tokenize)
+                pipeline(engines[key], tokenize, manifest.dim)
                 seconds = time.perf_counter() - t0
             times[key].append(seconds)
     invariance = {key: alone_vs_batch(enc, ids) for key, enc in engines.items() if key[1] == 1}
@@ -174,14 +196,17 @@ def main() -> int:
 
     import onnxruntime
 
-    print(f"# native CPU benchmark — {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+    print(f"# native CPU benchmark, {args.model} ({manifest.dim} dims, "
+          f"{config['num_hidden_layers']} layers, max {manifest.max_length} tokens) — "
+          f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, "
           f"{os.cpu_count()} cores, onnxruntime {onnxruntime.__version__}"
           + (f", torch {st.info['torch']}, sentence-transformers {st.info['st']}" if st else ""))
     print(f"# {described}")
     print(f"# load average (1 min) {load_before:.1f} before the timed rounds, "
           f"{os.getloadavg()[0]:.1f} after: other work on a shared machine slows every engine")
-    print(f"# corpus: {len(texts)} texts, {n_tokens} tokens (2–256 each), "
-          f"{macs / 1e9:.1f} G-MAC; median of {args.rounds} interleaved rounds")
+    against = "the fixture" if own_fixture else "sentence-transformers of this run"
+    print(f"# corpus: {len(texts)} texts, {n_tokens} tokens, {macs / 1e9:.1f} G-MAC; "
+          f"min/mean cos against {against}; median of {args.rounds} interleaved rounds")
     print("| engine | threads | tokens/s | vs onnxruntime fp32 | G-MAC/s | of int8 peak | "
           "min cos vs ST | mean cos | alone vs batch |")
     print("|---|---|---|---|---|---|---|---|---|")

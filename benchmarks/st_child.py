@@ -25,7 +25,7 @@ import sentence_transformers
 from sentence_transformers import SentenceTransformer
 args = json.load(open(sys.argv[1]))
 model = SentenceTransformer(args["model_dir"], device="cpu")
-model.max_seq_length = 256
+model.max_seq_length = args["max_length"]
 texts = args["texts"]
 model.encode(texts[:64], batch_size=32)  # warm-up
 print(json.dumps({"threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -46,12 +46,14 @@ class SentenceTransformersChild:
 
     ``info``: its torch and sentence-transformers versions and default thread count."""
 
-    def __init__(self, python: str, model_dir: Path, texts: list[str]) -> None:
+    def __init__(self, python: str, model_dir: Path, texts: list[str],
+                 max_length: int = 256) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         d = Path(self.tmp.name)
         self.out = d / "v.npy"
         (d / "args.json").write_text(json.dumps({"model_dir": str(model_dir), "texts": texts,
-                                                 "out": str(self.out)}), encoding="utf-8")
+                                                 "out": str(self.out),
+                                                 "max_length": max_length}), encoding="utf-8")
         (d / "st.py").write_text(CHILD, encoding="utf-8")
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         self.proc = subprocess.Popen([python, str(d / "st.py"), str(d / "args.json")],
