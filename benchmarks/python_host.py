@@ -156,7 +156,7 @@ def main() -> int:
     st_note = "sentence-transformers: skipped (no --st-python)"
     child = None
     if args.st_python:
-        child = SentenceTransformersChild(args.st_python, source, texts)
+        child = SentenceTransformersChild(args.st_python, source, texts, int8.max_length)
         engines[st_key] = child.run
         st_note = (f"sentence-transformers {child.info['st']}, torch {child.info['torch']}, "
                    f"{child.info['threads']} threads, batch 32")

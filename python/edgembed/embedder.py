@@ -45,6 +45,7 @@ from .backends._engine import BundleSource
 from .backends.choice import (
     MAX_BATCH_SIZE,
     BackendChoice,
+    LoadedModel,
     choose_backend,
     cuda_state,
     native_state,
@@ -188,7 +189,7 @@ def _as_texts(texts: str | Iterable[str], start: int = 0) -> list[str]:
 # --- Embedder ----------------------------------------------------------------------------------
 
 
-class Embedder:
+class Embedder(LoadedModel):
     """Embeds texts with one exported model on one backend. Create it with ``Embedder.load``."""
 
     def __init__(
@@ -330,27 +331,6 @@ class Embedder:
     @property
     def model_name(self) -> str:
         return self._manifest.name
-
-    @property
-    def variant(self) -> str:
-        return self._choice.variant
-
-    @property
-    def backend(self) -> str:
-        return self._choice.backend
-
-    @property
-    def backend_reason(self) -> str:
-        """Why this backend was chosen ("" when it was asked for by name)."""
-        return self._choice.reason
-
-    @property
-    def model_dir(self) -> Path:
-        return self._model_dir
-
-    @property
-    def manifest(self) -> Manifest:
-        return self._manifest
 
     @property
     def vocab_size(self) -> int | None:

@@ -35,6 +35,7 @@ from .backends import Backend
 from .backends.choice import (
     MAX_BATCH_SIZE,
     BackendChoice,
+    LoadedModel,
     choose_backend,
     cuda_state,
     native_state,
@@ -103,7 +104,7 @@ def _as_pairs(pairs: Any, start: int = 0) -> tuple[list[Pair], bool]:
     return out, False
 
 
-class Reranker:
+class Reranker(LoadedModel):
     """Scores (query, document) pairs with one exported cross-encoder. Create it with
     ``Reranker.load``."""
 
@@ -197,26 +198,6 @@ class Reranker:
     def truncation(self) -> str:
         """How a pair past ``max_length`` is cut: ``longest_first``, ``only_second``, ..."""
         return self._tokenizer.strategy
-
-    @property
-    def variant(self) -> str:
-        return self._choice.variant
-
-    @property
-    def backend(self) -> str:
-        return self._choice.backend
-
-    @property
-    def backend_reason(self) -> str:
-        return self._choice.reason
-
-    @property
-    def model_dir(self) -> Path:
-        return self._model_dir
-
-    @property
-    def manifest(self) -> Manifest:
-        return self._manifest
 
     @property
     def max_batch_tokens(self) -> int:

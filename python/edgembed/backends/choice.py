@@ -77,6 +77,36 @@ class BackendChoice:
         return "cuda" if self.backend == "cuda" else "cpu"
 
 
+class LoadedModel:
+    """What a loaded ``Embedder`` and ``Reranker`` both say of themselves: the exported model
+    (its manifest and folder) and the backend chosen for it."""
+
+    _manifest: Manifest
+    _model_dir: Path
+    _choice: BackendChoice
+
+    @property
+    def variant(self) -> str:
+        return self._choice.variant
+
+    @property
+    def backend(self) -> str:
+        return self._choice.backend
+
+    @property
+    def backend_reason(self) -> str:
+        """Why this backend was chosen ("" when it was asked for by name)."""
+        return self._choice.reason
+
+    @property
+    def model_dir(self) -> Path:
+        return self._model_dir
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+
 def choose_backend(
     requested: str,
     variant: str | None,
