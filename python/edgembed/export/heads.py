@@ -34,7 +34,7 @@ from onnx import TensorProto, ValueInfoProto, helper
 
 from ..errors import UnsupportedArchitecture
 from ..model_dir import Activation, Family, HeadKind, ModelDescription
-from .graph import Array, GraphBuilder, Linear, fp32_linear
+from .onnx_ops import Array, GraphBuilder, Linear, fp32_linear
 
 __all__ = ["HeadContext", "build_head"]
 
