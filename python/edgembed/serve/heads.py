@@ -49,7 +49,11 @@ from ..errors import (
     ModelNotFound,
 )
 from ..reranker import score_activation
-from .app import (
+from .auth import key_id
+from .fair import Slicer
+from .limits import check_inputs
+from .model import ServedModel
+from .shared import (
     INLINE_CHARS,
     WAITING_BATCHES,
     Deadline,
@@ -61,10 +65,6 @@ from .app import (
     _tei_errors,
     _with_retry_after,
 )
-from .auth import key_id
-from .fair import Slicer
-from .limits import check_inputs
-from .model import ServedModel
 
 __all__ = ["ServedHead", "install_heads", "placeholder_model"]
 

@@ -44,12 +44,12 @@ from ..jobs.access import AccessPolicy, owner_of
 from ..jobs.store import BatchRecord, FileRecord, JobStore
 from ..jobs.webhooks import WebhookSender
 from ..jobs.worker import Answer, JobWorker
-from .app import ServerState
 from .errors import LimitExceeded, error_body, http_error, status_error
 from .jobs_settings import JobSettings
 from .limits import check_inputs
 from .model import encode_base64
 from .schemas import EmbeddingRequest
+from .shared import ServerState
 
 __all__ = ["JobService", "JobSettings", "install_jobs"]
 

@@ -29,16 +29,6 @@ from fastapi.responses import Response
 from .. import __version__
 from .._unicode import well_formed
 from ..errors import EmptyInput, LimitExceeded, Overloaded
-from .app import (
-    Deadline,
-    Priority,
-    ServerState,
-    _dumps,
-    _json_response,
-    _tei_errors,
-    _with_retry_after,
-    embed_texts,
-)
 from .limits import check_inputs
 from .schemas import (
     DecodeRequest,
@@ -54,6 +44,16 @@ from .schemas import (
     SimilarityResponse,
     TokenizeRequest,
     TokenizeResponse,
+)
+from .shared import (
+    Deadline,
+    Priority,
+    ServerState,
+    _dumps,
+    _json_response,
+    _tei_errors,
+    _with_retry_after,
+    embed_texts,
 )
 
 __all__ = ["EMBED_ALL_BATCHES", "TEI_ROUTES", "install_tei_routes"]
