@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edgembed import UnsupportedArchitecture, catalog
+from edgembed import catalog
 from edgembed.export import export_model
 from edgembed.sources import pull, sha256_file
 
@@ -54,11 +54,12 @@ def test_the_sre_minilm_and_its_licence(fresh_home: Path) -> None:
         assert sha256_file(pulled.source_dir / rel) == digest, rel
 
 
-def test_splade_tiny_pulls_and_waits_for_the_sparse_api(fresh_home: Path) -> None:
+def test_splade_tiny_pulls_and_exports_as_a_sparse_model(fresh_home: Path) -> None:
     pulled = pull("splade-tiny")
     config = json.loads((pulled.source_dir / "config.json").read_text())
     assert config["architectures"] == ["BertForMaskedLM"] and config["hidden_size"] == 128
     assert "Apache License" in (pulled.source_dir / "LICENSE").read_text()
     assert not (pulled.source_dir / "heads.pt").exists()  # the package's own, not the model's
-    with pytest.raises(UnsupportedArchitecture, match="waits for the sparse-embedding API"):
-        export_model("splade-tiny", variants="fp32")
+    # its vectors against sentence-transformers: tests/python/test_sparse_real.py
+    manifest, _ = export_model("splade-tiny", variants="fp32")
+    assert (manifest.task, manifest.dim) == ("sparse", config["vocab_size"])
