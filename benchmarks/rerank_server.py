@@ -38,7 +38,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,8 @@ from typing import Any
 
 import httpx2 as httpx
 import numpy as np
+
+from server import free_port, wait_idle
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
@@ -133,31 +134,6 @@ def make_cross_encoder(minilm: Path, out: Path) -> Path:
         "model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.activation.Sigmoid",
         "prompts": {}, "default_prompt_name": None}))
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def wait_idle(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        before = cpu_seconds(proc.pid)
-        time.sleep(0.5)
-        if cpu_seconds(proc.pid) - before < 0.025:
-            return True
-    return False
 
 
 def request_bodies(n: int, seed: int) -> list[dict[str, Any]]:
@@ -306,7 +282,7 @@ def main() -> int:
             for label, kind, value in phases:
                 for name, port in ports.items():
                     for proc in procs.values():
-                        wait_idle(proc)
+                        wait_idle(proc, timeout=120.0)
                     run = (closed_loop(port, int(value), args.seconds) if kind == "closed"
                            else open_loop(port, value, args.seconds))
                     results[(label, name)] = asyncio.run(run)
