@@ -317,7 +317,16 @@ def test_langchain_openai_embeddings(server: BackgroundServer, embedder: Embedde
                               api_key=KEY, check_embedding_ctx_length=False, max_retries=0)
     assert_close(emb.embed_documents(TEXTS), embedder.embed(TEXTS))
     assert_close([emb.embed_query(TEXTS[0])], embedder.embed([TEXTS[0]]))
-    assert_close(asyncio.run(emb.aembed_documents(TEXTS)), embedder.embed(TEXTS))
+
+    async def embed_async() -> list[list[float]]:
+        # The async client's connections belong to this event loop: closed here, before the
+        # loop ends, rather than by the client's finalizer on whatever loop runs at collection.
+        try:
+            return await emb.aembed_documents(TEXTS)
+        finally:
+            await emb.async_client._client.close()
+
+    assert_close(asyncio.run(embed_async()), embedder.embed(TEXTS))
 
 
 def test_llama_index_openai_like_embedding(server: BackgroundServer,

@@ -1,9 +1,9 @@
 """Attack 7: one big request must not starve everyone.
 
 A real server (uvicorn, the int8 model) with two API keys. The assertions are about order and
-outcomes, never about wall-clock times: small requests sent one after another while a bulk request
-of long texts is being computed are all answered before it finishes (unsliced, each would wait
-for all of it); a key with several bulk
+outcomes, never about wall-clock times: of small requests sent one after another while a bulk
+request of long texts is being computed, the first and at least half of them are answered before
+it finishes (unsliced, none would be: each would wait for all of it); a key with several bulk
 requests does not finish its one-request neighbour last; and every sliced request gets
 exactly its own vectors, as ``Embedder.embed`` computes them alone.
 """
@@ -77,16 +77,23 @@ def test_small_requests_are_served_between_slices(server: BackgroundServer,
     while state.batcher.stats().batches == before:  # the bulk request is being computed
         time.sleep(0.005)
     smalls: list[float] = []
+    answers: list[Any] = []
     with httpx.Client(base_url=server.url, timeout=60,
                       headers={"Authorization": f"Bearer {KEY_SMALL}"}) as c:
         for i in range(8):
             r = c.post("/embed", json={"inputs": [f"a short query {i}"]})
-            assert r.status_code == 200, r.text
-            np.testing.assert_allclose(r.json()[0], embedder.embed(f"a short query {i}")[0],
-                                       atol=1e-6)
             smalls.append(time.monotonic())
+            assert r.status_code == 200, r.text
+            answers.append(r.json()[0])
     t.join(300)
-    assert max(smalls) < result["done_at"], "the small requests waited for the bulk one"
+    # Each small request waits for at most the slices already queued (two), so on a machine of
+    # any load most of the eight are answered while the bulk request (18 slices on 2 cores) runs;
+    # only the last few can race its last slices. Unsliced, the first would wait for all of it.
+    before_bulk = sum(at < result["done_at"] for at in smalls)
+    assert smalls[0] < result["done_at"] and before_bulk >= 4, (
+        f"{8 - before_bulk} of 8 small requests waited for the bulk one")
+    for i, got in enumerate(answers):  # references after the race, not inside it
+        np.testing.assert_allclose(got, embedder.embed(f"a short query {i}")[0], atol=1e-6)
     np.testing.assert_allclose(result["vectors"], embedder.embed(big), atol=1e-6)
 
 
