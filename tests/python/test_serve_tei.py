@@ -318,7 +318,7 @@ def test_langchain_openai_embeddings(server: BackgroundServer, embedder: Embedde
     assert_close(emb.embed_documents(TEXTS), embedder.embed(TEXTS))
     assert_close([emb.embed_query(TEXTS[0])], embedder.embed([TEXTS[0]]))
 
-    async def embed_async() -> list[list[float]]:
+    async def embed_async() -> Any:
         # The async client's connections belong to this event loop: closed here, before the
         # loop ends, rather than by the client's finalizer on whatever loop runs at collection.
         try:
