@@ -21,7 +21,7 @@ Unigram (XLM-R) and byte-level BPE (RoBERTa, ModernBERT) tokenizers are the comm
 Run from the repository root in the throwaway reference environment (torch 2.13 CPU,
 transformers 5.24, sentence-transformers 6.2, tokenizers 0.23; nothing is downloaded):
 
-    /work/refvenv/bin/python models/tiny/make_tiny_models.py
+    /work/refvenv/bin/python models/tiny/make_tiny_models.py [NAME ...]   # default: every model
 
 The script is deterministic up to the WordPiece trainer's thread scheduling; the committed files
 are the reference, not this script's next output.
@@ -221,6 +221,13 @@ def specs(texts: list[str]) -> list[Spec]:
                    {"out_features": 20, "bias": False, "activation": torch.nn.Identity()}],
             seed=3, about="head size 6 (5 heads of hidden 30), relu, max pooling, two Dense "
                           "modules (tanh; identity without bias), Normalize"),
+        Spec("bert-h36-silu-dense", bert(
+            vocab_size=v_un, hidden_size=36, num_hidden_layers=2, num_attention_heads=3,
+            intermediate_size=70, max_position_embeddings=128, hidden_act="silu"),
+            lambda: fast(uncased, 128, **BERT_TOKENS), 128,
+            dense=[{"out_features": 28, "activation": torch.nn.SiLU()}],
+            seed=12, about="SiLU in the FFN (hidden_act silu) and in a Dense module (torch's "
+                           "SiLU), hidden 36, 3 heads of 12, FFN 70, mean pooling, Normalize"),
         Spec("bert-prompts-mean-noprompt", bert(
             vocab_size=v_ca, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=64, max_position_embeddings=256, hidden_act="gelu_pytorch_tanh"),
@@ -394,9 +401,12 @@ def variant(base: Path, out: Path, spec: Spec, change: dict[str, Any]) -> None:
 
 
 def main() -> int:
+    only = set(sys.argv[1:])  # model names to (re)write; none: all of them
     texts = [str(t) for t in json.loads(CORPUS.read_text(encoding="utf-8"))] + english_strings()
     OUT.mkdir(parents=True, exist_ok=True)
     for spec in specs(texts):
+        if only and spec.name not in only:
+            continue
         out = OUT / spec.name
         build(spec, out)
         print(f"{spec.name}: {sum(f.stat().st_size for f in out.rglob('*') if f.is_file())} bytes")

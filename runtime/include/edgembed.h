@@ -58,7 +58,7 @@
  *        ffn_bias          the FFN's linear layers (up, down) have biases
  *        final_norm        a LayerNorm after the last layer (pre-norm models)
  *        ffn               "mlp" (down(act(up x))) or "glu" (down(act(up_in x) · up_gate x))
- *        activation        "gelu" (the exact erf form), "gelu_tanh" or "relu"
+ *        activation        "gelu" (the exact erf form), "gelu_tanh", "relu" or "silu" (x · sigmoid x)
  *        layer_attention   L characters, 'g' a layer attending to every token of its sequence,
  *                          'l' one attending to tokens at most local_window positions away
  *        local_window      w: keys j with |i − j| <= w (ModernBERT: local_attention / 2); 0 when
@@ -69,7 +69,7 @@
  *        include_prompt    false: leading prompt tokens (a per-sequence count the caller passes
  *                          in emb_request.prompt_lengths) are left out of the pooling
  *        n_dense           sentence-transformers Dense modules after pooling, 0 .. 8
- *        dense.<i>.activation   "identity" or "tanh"      (when i < n_dense)
+ *        dense.<i>.activation   "identity", "tanh" or "silu"      (when i < n_dense)
  *        normalize         the model ends with a Normalize module (L2)
  *        head              "none" (the pooled embedding), "classifier" (a sequence
  *                          classification head: rerankers) or "mlm" (a masked-LM head: SPLADE)
@@ -77,10 +77,10 @@
  *        classifier.pooling     "cls" (the first token) or "mean" (every token) (head "classifier")
  *        classifier.activation  after classifier.dense: "tanh" (BERT's pooler, RoBERTa), "relu"
  *                          (DistilBERT), "gelu" or "gelu_tanh" (ModernBERT's
- *                          classifier_activation) or "identity"
+ *                          classifier_activation), "silu" or "identity"
  *        classifier.score_activation  what a cross-encoder applies to the logits ("identity",
  *                          "sigmoid", "tanh", …): informational, the engine returns logits
- *        mlm.activation    after mlm.transform: "gelu", "gelu_tanh" or "relu"  (head "mlm")
+ *        mlm.activation    after mlm.transform: "gelu", "gelu_tanh", "relu" or "silu"  (head "mlm")
  *        sparse.pooling    SPLADE over a sequence's tokens: "max" or "sum"      (head "mlm")
  *        sparse.activation "relu": log(1 + relu(logit)); "log1p_relu": log(1 + that)
  *        quantization      "int8-block32"  (scheme below; docs/quantization.md)

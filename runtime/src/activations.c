@@ -23,6 +23,9 @@ void emb_act_ref(int32_t act, float *x, size_t n) {
     case EMB_ACT_TANH:
         for (size_t i = 0; i < n; i++) x[i] = emb_tanhf(x[i]);
         break;
+    case EMB_ACT_SILU:
+        for (size_t i = 0; i < n; i++) x[i] = emb_silu1(x[i]);
+        break;
     default:
         break;
     }

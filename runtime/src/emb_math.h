@@ -117,6 +117,10 @@ static inline float emb_gelu_tanh1(float x) {
     return (x * 0.5f) * (1.0f + emb_tanhf(inner));
 }
 
+/* SiLU ("silu", "swish"): x · sigmoid(x), as x / (1 + e^(−x)); e^(−x) saturates at e^88, where
+   the result is x / 1.65e38, within 1e-36 of torch's (0 or a denormal). NaN stays NaN. */
+static inline float emb_silu1(float x) { return x / (1.0f + emb_expf(-x)); }
+
 /*
  * log(1 + x) for x >= 0 (the SPLADE weight log1p(relu(logit))): u = 1 + x split as 2^e · m with
  * m in [√½, √2), log m from Cephes' logf polynomial, and the rounding error of 1 + x added back

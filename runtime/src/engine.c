@@ -33,7 +33,8 @@ const char *emb_status_str(emb_status status) {
     case EMB_STATUS_CORRUPT:
         return "the bundle is corrupt or was altered (bad header, values, shapes, offsets or checksum); regenerate it with `embed bundle MODEL`";
     case EMB_STATUS_UNSUPPORTED:
-        return "the bundle uses a feature this engine build does not support (architecture, quantization or tokenizer)";
+        return "the bundle uses a feature this engine build does not support (architecture, activation, head, quantization or "
+               "tokenizer); a newer edgembed may run it";
     case EMB_STATUS_TOO_LONG:
         return "input longer than the model's max length; enable truncation or shorten it";
     }
@@ -144,8 +145,19 @@ static const void *tensor(loader *ld, const char *name, emb_dtype dt, int ndim, 
 static int present(const loader *ld, const char *name) { return emb_bundle_tensor(ld->b, name) != NULL; }
 
 static const char *const POOLING_NAMES[] = {"mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean"};
-static const char *const ACT_NAMES[] = {"gelu", "gelu_tanh", "relu"};
-static const char *const DENSE_ACT_NAMES[] = {"identity", "tanh"};
+/* every activation's name, in emb_act's order; each key accepts some of them (a bit per emb_act) */
+static const char *const ACT_NAMES[] = {"gelu", "gelu_tanh", "relu", "tanh", "identity", "silu"};
+#define ACT_BIT(a) (1u << (a))
+#define ENCODER_ACTS (ACT_BIT(EMB_ACT_GELU) | ACT_BIT(EMB_ACT_GELU_TANH) | ACT_BIT(EMB_ACT_RELU) | ACT_BIT(EMB_ACT_SILU))
+#define DENSE_ACTS (ACT_BIT(EMB_ACT_IDENTITY) | ACT_BIT(EMB_ACT_TANH) | ACT_BIT(EMB_ACT_SILU))
+#define CLASSIFIER_ACTS (ENCODER_ACTS | ACT_BIT(EMB_ACT_TANH) | ACT_BIT(EMB_ACT_IDENTITY))
+
+/* An activation `key` may take (`allowed`): *out its emb_act. Missing: CORRUPT; another: UNSUPPORTED. */
+static emb_status meta_act(loader *ld, const char *key, unsigned allowed, int32_t *out) {
+    emb_status s = meta_choice(ld, key, ACT_NAMES, (int)(sizeof ACT_NAMES / sizeof ACT_NAMES[0]), out);
+    if (s) return s;
+    return allowed & ACT_BIT(*out) ? EMB_STATUS_OK : EMB_STATUS_UNSUPPORTED;
+}
 
 /* "pooling": one of POOLING_NAMES, or several joined by '+' (concatenated in that order), each once. */
 static emb_status pooling_modes(loader *ld, emb_config *cf) {
@@ -186,17 +198,16 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
     }
     if (cf->head == EMB_HEAD_CLASSIFIER) {
         static const char *const pools[] = {"cls", "mean"};
-        static const char *const acts[] = {"gelu", "gelu_tanh", "relu", "tanh", "identity"};
         if ((s = meta_int(ld, "n_labels", 1, 65536, &cf->n_labels)) ||
             (s = meta_choice(ld, "classifier.pooling", pools, 2, &choice))) {
             return s;
         }
         cf->cls_pooling = choice ? EMB_POOLING_MEAN : EMB_POOLING_CLS;
-        if ((s = meta_choice(ld, "classifier.activation", acts, 5, &cf->cls_act))) return s;  /* emb_act's order */
+        if ((s = meta_act(ld, "classifier.activation", CLASSIFIER_ACTS, &cf->cls_act))) return s;
         if (!meta(ld, "classifier.score_activation")) return EMB_STATUS_CORRUPT;  /* for hosts */
     } else if (cf->head == EMB_HEAD_MLM) {
         static const char *const pools[] = {"max", "sum"}, *const weights[] = {"relu", "log1p_relu"};
-        if ((s = meta_choice(ld, "mlm.activation", ACT_NAMES, 3, &cf->mlm_act)) ||
+        if ((s = meta_act(ld, "mlm.activation", ENCODER_ACTS, &cf->mlm_act)) ||
             (s = meta_choice(ld, "sparse.pooling", pools, 2, &choice))) {
             return s;
         }
@@ -222,16 +233,15 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
     static const char *const positions[] = {"absolute", "rotary"}, *const norms[] = {"post", "pre"};
     static const char *const ffns[] = {"mlp", "glu"};
     if ((s = meta_choice(ld, "position", positions, 2, &cf->position)) || (s = meta_choice(ld, "norm", norms, 2, &cf->pre_norm)) ||
-        (s = meta_choice(ld, "ffn", ffns, 2, &cf->glu)) || (s = meta_choice(ld, "activation", ACT_NAMES, 3, &cf->act)) ||
+        (s = meta_choice(ld, "ffn", ffns, 2, &cf->glu)) || (s = meta_act(ld, "activation", ENCODER_ACTS, &cf->act)) ||
         (s = pooling_modes(ld, cf))) {
         return s;
     }
     for (int32_t i = 0; i < cf->n_dense; i++) {
         char key[48];
-        if ((s = meta_choice(ld, name_of(key, sizeof key, "dense.", i, ".activation", ""), DENSE_ACT_NAMES, 2, &choice))) {
+        if ((s = meta_act(ld, name_of(key, sizeof key, "dense.", i, ".activation", ""), DENSE_ACTS, &dense_act[i]))) {
             return s;
         }
-        dense_act[i] = choice ? EMB_ACT_TANH : EMB_ACT_IDENTITY;
     }
     if (cf->dim % cf->n_heads) return EMB_STATUS_CORRUPT;
     cf->head_dim = cf->dim / cf->n_heads;

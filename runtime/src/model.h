@@ -36,6 +36,7 @@ typedef enum emb_act {
     EMB_ACT_RELU = 2,
     EMB_ACT_TANH = 3,
     EMB_ACT_IDENTITY = 4,
+    EMB_ACT_SILU = 5,       /* x · sigmoid(x) ("silu", "swish") */
 } emb_act;
 
 typedef struct emb_layer {
@@ -53,7 +54,7 @@ typedef struct emb_dense {
     const float *w;           /* (E, K) row-major, fp32 */
     const float *b;           /* (E) or NULL */
     int32_t e, k;
-    int32_t act;              /* emb_act: EMB_ACT_IDENTITY or EMB_ACT_TANH */
+    int32_t act;              /* emb_act: EMB_ACT_IDENTITY, EMB_ACT_TANH or EMB_ACT_SILU */
 } emb_dense;
 
 #define EMB_MAX_DENSE 8

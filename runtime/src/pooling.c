@@ -68,9 +68,7 @@ static void dense_one(const emb_dense *d, const float *v, float *y) {
         float s = emb_hsum4(a[0], a[1], a[2], a[3]);
         y[e] = d->b ? s + d->b[e] : s;
     }
-    if (d->act == EMB_ACT_TANH) {
-        for (size_t e = 0; e < (size_t)d->e; e++) y[e] = emb_tanhf(y[e]);
-    }
+    emb_act_ref(d->act, y, (size_t)d->e);
 }
 
 size_t emb_dense_apply(const emb_weights *w, int32_t n_dense, float *v, size_t c, float *tmp) {

@@ -80,6 +80,9 @@ class Model:
             return np.asarray(np.tanh(x.astype(np.float64)), dtype=np.float32)
         if kind == "relu":
             return np.asarray(np.maximum(x, 0), dtype=np.float32)
+        if kind == "silu":
+            x64 = x.astype(np.float64)
+            return np.asarray(x64 / (1 + np.exp(-x64)), dtype=np.float32)
         if kind == "gelu_tanh":
             x64 = x.astype(np.float64)
             inner = sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)
@@ -180,6 +183,8 @@ class Model:
                 v = v + self.t[f"dense.{i}.bias"]
             if m[f"dense.{i}.activation"] == "tanh":
                 v = np.tanh(v)
+            elif m[f"dense.{i}.activation"] == "silu":
+                v = v / (1 + np.exp(-v))
         if normalize if normalize is not None else m["normalize"] == "true":
             v = v / np.linalg.norm(v)
         return np.asarray(v, dtype=np.float32)
@@ -324,6 +329,13 @@ FEATURES: dict[str, tuple[BundleConfig, tuple[int, ...]]] = {
     "cls-mean": (_cfg("cls-mean", pooling="cls+mean", include_prompt=False), ()),
     "max-mean-dense": (_cfg("max-mean-dense", pooling="max+mean", dense_activations=("tanh",),
                             normalize=True), (20,)),
+    # SiLU in the FFN and in a Dense module; SiLU in a GLU (SwiGLU)
+    "silu-dense": (_cfg("silu-dense", dim=36, n_heads=3, ffn_dim=70, activation="silu",
+                        dense_activations=("silu",), normalize=True), (28,)),
+    "silu-glu": (_cfg("silu-glu", dim=64, n_heads=4, ffn_dim=80, max_length=32,
+                      position="rotary", norm="pre", norm_bias=False, attention_bias=False,
+                      ffn_bias=False, final_norm=True, ffn="glu", activation="silu",
+                      layer_attention="gg", type_vocab_size=0), ()),
 }
 
 # one small model per head: a reranker's classifier, a SPLADE masked-LM head (tied decoder)

@@ -181,7 +181,7 @@ def test_config_is_checked_before_writing() -> None:
     BundleConfig(**base).check()  # type: ignore[arg-type]
     for change, match in (({"n_heads": 5}, "multiple of 5 heads"),
                           ({"pooling": "median"}, "pooling 'median'"),
-                          ({"activation": "silu"}, "activation 'silu'"),
+                          ({"activation": "mish"}, "activation 'mish'"),
                           ({"layer_attention": "gx"}, "layer_attention"),
                           ({"layer_attention": "gl"}, "local_window"),
                           ({"position": "rotary", "n_heads": 16}, "even head size"),

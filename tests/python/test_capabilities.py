@@ -137,27 +137,40 @@ def test_a_catalog_task_the_files_contradict_is_refused(
 def test_what_only_the_engine_lacks_runs_on_onnx_and_stops_on_the_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A BERT with the SiLU activation (one the exporter builds and the engine does not):
-    onnxruntime runs it, the native backend says it cannot and what to use, auto picks onnx."""
+    """A BERT with a Dense module whose activation is a sigmoid (one the exporter builds and
+    the engine does not): onnxruntime runs it, the native backend says it cannot and what to
+    use, auto picks onnx."""
+    from safetensors.numpy import save_file
+
     from edgembed.backends.native import native_available
 
     monkeypatch.setenv("EDGEMBED_HOME", str(tmp_path / "home"))
-    d = write_tiny_bert(tmp_path / "silu-bert")
-    config = json.loads((d / "config.json").read_text())
-    config.update(hidden_act="silu")
-    (d / "config.json").write_text(json.dumps(config))
+    d = write_tiny_bert(tmp_path / "sigmoid-dense-bert")
+    modules = json.loads((d / "modules.json").read_text())
+    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense",
+                       "type": "sentence_transformers.models.Dense"})
+    modules[3].update(idx=3, name="3")
+    (d / "modules.json").write_text(json.dumps(modules))
+    (d / "2_Dense").mkdir()
+    (d / "2_Dense" / "config.json").write_text(json.dumps(
+        {"in_features": 32, "out_features": 16, "bias": True,
+         "activation_function": "torch.nn.modules.activation.Sigmoid"}))
+    rng = np.random.default_rng(5)
+    save_file({"linear.weight": rng.normal(0, 0.2, (16, 32)).astype(np.float32),
+               "linear.bias": rng.normal(0, 0.1, 16).astype(np.float32)},
+              str(d / "2_Dense" / "model.safetensors"))
     onnx = Embedder.load(str(d), backend="onnx")
     vectors = onnx.embed(["the quick brown fox", "hello world"])
-    assert vectors.shape == (2, 32)
+    assert vectors.shape == (2, 16)
     if native_available()[0]:
         with pytest.raises(BackendUnavailable) as err:
             Embedder.load(str(d), backend="native")
         text = str(err.value)
         assert text.startswith("backend 'native' runs the edgembed engine, which cannot run "
-                               "silu-bert: ") and "not silu" in text
+                               "sigmoid-dense-bert: ") and "not module 0 (sigmoid)" in text
         assert text.endswith("backend='onnx'")
         auto = Embedder.load(str(d))
-        assert auto.backend == "onnx" and "not silu" in auto.backend_reason
+        assert auto.backend == "onnx" and "not module 0 (sigmoid)" in auto.backend_reason
         np.testing.assert_array_equal(auto.embed(["hello world"]), onnx.embed(["hello world"]))
 
 

@@ -29,7 +29,7 @@ typedef struct synth_spec {
     int pre_norm, norm_bias, linear_bias, final_norm, glu;  /* linear_bias: attention and FFN alike */
     int no_ffn_bias;          /* with linear_bias: the FFN without biases */
     int no_first_attn_norm;   /* pre-norm: layer 0 without attention.norm (ModernBERT) */
-    const char *act;          /* "gelu", "gelu_tanh", "relu" */
+    const char *act;          /* "gelu", "gelu_tanh", "relu", "silu" */
     const char *pattern;      /* layer_attention; NULL: all 'g' */
     int window;
     const char *pooling;

@@ -62,6 +62,16 @@ static void test_math(void) {
     CHECK(worst_log1p < 3e-7, "log1p relative error %g", worst_log1p);
     CHECK(emb_tanhf(0.0f) == 0.0f && emb_tanhf(100.0f) == 1.0f && emb_tanhf(-100.0f) == -1.0f, "tanh limits");
     CHECK(emb_log1pf(0.0f) == 0.0f && isnan(emb_log1pf(NAN)) && isfinite(emb_log1pf(INFINITY)), "log1p edges");
+    /* SiLU x · sigmoid(x) against double: relative error where it is not tiny, absolute near 0 */
+    double worst_silu = 0;
+    for (float x = -120.0f; x < 120.0f; x += 0.0013f) {
+        double want = (double)x / (1.0 + exp(-(double)x));
+        worst_silu = fmax(worst_silu, fabs((double)emb_silu1(x) - want) / fmax(fabs(want), 1e-3));
+    }
+    CHECK(worst_silu < 1e-6, "silu error %g", worst_silu);
+    CHECK(emb_silu1(0.0f) == 0.0f && !signbit(emb_silu1(0.0f)) && emb_silu1(100.0f) == 100.0f &&
+              fabsf(emb_silu1(-100.0f)) < 1e-30f && isnan(emb_silu1(NAN)),
+          "silu edges");
 }
 
 static void test_quantize(void) {
@@ -351,8 +361,11 @@ static void test_bundle_errors(void) {
           "a layer kind");
     CHECK(load_edited(good, size, "\"relative_buckets\":\"0\"", "\"relative_buckets\":\"4\"", 1) == EMB_STATUS_CORRUPT,
           "relative buckets without their tables");
-    CHECK(load_edited(good, size, "\"activation\":\"gelu\"", "\"activation\":\"silu\"", 1) == EMB_STATUS_UNSUPPORTED,
+    CHECK(load_edited(good, size, "\"activation\":\"gelu\"", "\"activation\":\"silu\"", 1) == EMB_STATUS_OK, "silu");
+    CHECK(load_edited(good, size, "\"activation\":\"gelu\"", "\"activation\":\"mish\"", 1) == EMB_STATUS_UNSUPPORTED,
           "an activation this build does not know");
+    CHECK(load_edited(good, size, "\"activation\":\"gelu\"", "\"activation\":\"tanh\"", 1) == EMB_STATUS_UNSUPPORTED,
+          "an activation only the Dense modules and the classifier take");
     CHECK(load_edited(good, size, "\"head\":\"none\"", "\"head\":\"nope\"", 1) == EMB_STATUS_UNSUPPORTED, "a head");
     CHECK(load_edited(good, size, "\"quantization\":\"int8-block32\"", "\"quantization\":\"int4-block32\"", 1) ==
               EMB_STATUS_UNSUPPORTED, "quantization");
@@ -654,6 +667,15 @@ static int spec_modes(const synth_spec *sp, int *modes) {
     return n;
 }
 
+static double act_double(const char *act, double x) {
+    if (strcmp(act, "tanh") == 0) return tanh(x);
+    if (strcmp(act, "relu") == 0) return x > 0 ? x : 0;
+    if (strcmp(act, "gelu") == 0) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    if (strcmp(act, "gelu_tanh") == 0) return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    if (strcmp(act, "silu") == 0) return x / (1.0 + exp(-x));
+    return x;
+}
+
 typedef struct model_case {
     const char *what;
     synth_spec sp;
@@ -811,7 +833,7 @@ static void check_model(const model_case *mc) {
                 for (size_t r = 0; r < e; r++) {
                     double acc = bt ? ((const float *)bt->data)[r] : 0.0;
                     for (size_t j = 0; j < k; j++) acc += (double)w[r * k + j] * pd[j];
-                    y[r] = strcmp(sp->dense_act[i], "tanh") == 0 ? tanh(acc) : acc;
+                    y[r] = act_double(sp->dense_act[i], acc);
                 }
                 memcpy(pd, y, sizeof(double) * e);
                 k = e;
@@ -909,6 +931,10 @@ static void test_features(void) {
     cases[n++] = (model_case){"cls+mean", s};
     s.pooling = "max+mean+lasttoken", s.n_dense = 1, s.dense_e[0] = 10, s.dense_act[0] = "tanh", s.normalize = 1;
     cases[n++] = (model_case){"three-modes-dense", s};
+    s = synth_bert();  /* SiLU in the FFN and in both Dense modules, a ragged width */
+    s.c = 36, s.heads = 3, s.f = 70, s.act = "silu", s.n_dense = 2, s.dense_e[0] = 28, s.dense_e[1] = 9;
+    s.dense_act[0] = "silu", s.dense_act[1] = "silu", s.dense_bias = 1;
+    cases[n++] = (model_case){"silu-dense", s};
     for (int i = 0; i < n; i++) check_model(&cases[i]);
 }
 
@@ -923,14 +949,6 @@ static emb_status run_out(emb_context *ctx, const int32_t *ids, const int32_t *l
     CHECK(cap <= sizeof run_indices / sizeof run_indices[0], "run_out: indices for %zu", cap);
     *o = (emb_output){values, cap, 0, 0, top_k ? run_indices : NULL};
     return emb_context_run(ctx, &rq, o);
-}
-
-static double act_double(const char *act, double x) {
-    if (strcmp(act, "tanh") == 0) return tanh(x);
-    if (strcmp(act, "relu") == 0) return x > 0 ? x : 0;
-    if (strcmp(act, "gelu") == 0) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    if (strcmp(act, "gelu_tanh") == 0) return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
-    return x;
 }
 
 /* NS random sequences (the first of one token, the second of max_length), their token types. */
@@ -1236,6 +1254,8 @@ static void test_heads(void) {
     s.c = 45, s.heads = 5, s.f = 100, s.max_positions = 24, s.max_length = 20, s.vocab = 30, s.types = 0;
     s.head = "classifier", s.n_labels = 2, s.cls_pooling = "mean", s.cls_act = "gelu", s.cls_dense = 1, s.cls_norm = 1;
     check_classifier("modernbert-classifier", &s);
+    s.cls_act = "silu", s.act = "silu";  /* ModernBERT's classifier_activation and hidden_activation silu */
+    check_classifier("silu-classifier", &s);
     s = synth_bert();  /* BERT's masked-LM head, SPLADE max; the vocabulary not a multiple of 32, > a slice */
     s.vocab = 1100, s.head = "mlm", s.mlm_act = "gelu", s.sparse_pooling = "max", s.sparse_act = "relu", s.mlm_decoder_bias = 1;
     check_mlm("splade-max", &s);

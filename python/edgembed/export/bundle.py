@@ -73,10 +73,10 @@ BUNDLE_VERSION_MAX = 2
 ALIGN = 64
 MAGIC_PREFIX = b'{"__metadata__":{"edgembed_bundle":"'
 POOLING_MODES = ("cls", "mean", "max", "lasttoken", "mean_sqrt_len_tokens", "weightedmean")
-ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
-DENSE_ACTIVATIONS = ("identity", "tanh")
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
+DENSE_ACTIVATIONS = ("identity", "tanh", "silu")
 HEADS = ("none", "classifier", "mlm")
-CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "tanh", "identity")
+CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh", "identity")
 SPARSE_POOLINGS = ("max", "sum")
 SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
 MAX_DENSE = 8
@@ -608,12 +608,12 @@ def check_bundle(data: bytes | bytearray | memoryview, *, sha256: str | None = N
 # ── from a model directory ─────────────────────────────────────────────────────────────────
 
 _ACTIVATIONS = {Activation.GELU: "gelu", Activation.GELU_TANH: "gelu_tanh",
-                Activation.RELU: "relu"}
-_DENSE = {Activation.IDENTITY: "identity", Activation.TANH: "tanh"}
+                Activation.RELU: "relu", Activation.SILU: "silu"}
+_DENSE = {Activation.IDENTITY: "identity", Activation.TANH: "tanh", Activation.SILU: "silu"}
 _CLASSIFIER = {**_ACTIVATIONS, **_DENSE}
 # transformers' ACT2FN names of the activations the engine has
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                   "gelu_fast": "gelu_tanh", "relu": "relu"}
+                   "gelu_fast": "gelu_tanh", "relu": "relu", "silu": "silu", "swish": "silu"}
 # families whose absolute positions skip padding tokens (transformers'
 # create_position_ids_from_input_ids with padding_idx = position_offset - 1)
 _PAD_AWARE = (Family.MPNET, Family.ROBERTA, Family.XLM_ROBERTA, Family.CAMEMBERT)
@@ -631,13 +631,13 @@ def bundle_config(desc: ModelDescription, *, max_length: int | None = None,
     act = _ACTIVATIONS.get(enc.activation)
     if act is None:
         raise UnsupportedArchitecture(
-            f"{where} supports the activations gelu, gelu_tanh and relu, not "
+            f"{where} supports the activations gelu, gelu_tanh, relu and silu, not "
             f"{enc.activation.value}{other}")
     dense = []
     for i, d in enumerate(desc.dense):
         if d.residual or d.activation not in _DENSE:
             raise UnsupportedArchitecture(
-                f"{where} supports Dense modules with an identity or tanh activation and no "
+                f"{where} supports Dense modules with an identity, tanh or silu activation and no "
                 f"residual, not module {i} ({d.activation.value}"
                 f"{', residual' if d.residual else ''}){other}")
         dense.append(_DENSE[d.activation])
@@ -683,8 +683,8 @@ def _head_config(desc: ModelDescription, act: str, where: str, other: str) -> di
         cls_act = _CLASSIFIER.get(Activation(head.activation))
         if cls_act is None or head.pooling not in ("cls", "mean"):
             raise UnsupportedArchitecture(
-                f"{where} supports classification heads with gelu, gelu_tanh, relu, tanh or no "
-                f"activation on cls or mean pooling, not {head.activation} on "
+                f"{where} supports classification heads with gelu, gelu_tanh, relu, silu, tanh "
+                f"or no activation on cls or mean pooling, not {head.activation} on "
                 f"{head.pooling!r}{other}")
         return {"head": "classifier", "n_labels": head.num_labels,
                 "classifier_pooling": head.pooling, "classifier_activation": cls_act,
@@ -702,8 +702,8 @@ def _head_config(desc: ModelDescription, act: str, where: str, other: str) -> di
             mlm_act = _HF_ACTIVATIONS.get(name, "")
             if not mlm_act:
                 raise UnsupportedArchitecture(
-                    f"{where} supports the masked-LM head's activations gelu, gelu_tanh and "
-                    f"relu, not ModernBERT's classifier_activation {name!r}{other}")
+                    f"{where} supports the masked-LM head's activations gelu, gelu_tanh, "
+                    f"relu and silu, not ModernBERT's classifier_activation {name!r}{other}")
         return {"head": "mlm", "mlm_activation": mlm_act, "sparse_pooling": head.pooling,
                 "sparse_activation": str(head.activation)}
     raise UnsupportedArchitecture(f"{where} supports embedding, rerank and sparse models, not "
