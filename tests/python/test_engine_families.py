@@ -1,8 +1,8 @@
 """The C engine on every tiny model of tests/fixtures/models, against sentence-transformers.
 
-Each model (BERT of odd sizes and activations (SiLU too), DistilBERT, MPNet, RoBERTa, XLM-RoBERTa,
-CamemBERT, ModernBERT with local and global layers; every pooling mode, prompts left out of
-the pooling, Dense, Normalize) is written as an engine bundle from its directory alone
+Each model (BERT of odd sizes and activations, SiLU among them, DistilBERT, MPNet, RoBERTa,
+XLM-RoBERTa, CamemBERT, ModernBERT with local and global layers; every pooling mode, prompts
+left out of the pooling, Dense, Normalize) is written as an engine bundle from its directory alone
 (``export.bundle.write_bundle``) and run by the native engine and, under wasmtime, by the
 wasm engine. The references are sentence-transformers' own fp32 vectors (committed:
 tests/fixtures/reference/tiny/, see tests/fixtures/models/README.md).
