@@ -134,7 +134,8 @@ export interface EmbedOptions {
 export interface SparseEmbedOptions {
   /**
    * Keep only each vector's `maxActiveDims` largest weights (ties: the lower id), as
-   * sentence-transformers' max_active_dims; default: every positive weight.
+   * sentence-transformers' max_active_dims; default: the model's own setting (the bundle's
+   * `sparse.max_active_dims`, written when the model sets one), else every positive weight.
    */
   maxActiveDims?: number;
   /** As EmbedOptions: a prompt text, or one of the model's prompts by name; else the default prompt. */
@@ -387,7 +388,9 @@ export class Embedder {
     const list = asTexts(texts);
     const input = prompt ? list.map((t) => prompt + t) : list;
     const dim = s.info.vocabSize;
-    const topK = maxActiveDims ? Math.min(maxActiveDims, dim) : 0;
+    // the caller's cap, else the model's own (the bundle's sparse.max_active_dims), else none
+    const top = maxActiveDims || Number(s.meta("sparse.max_active_dims") ?? 0);
+    const topK = top ? Math.min(top, dim) : 0;
     return s.sparse(input, { truncate: Boolean(truncate), topK }).map((r: SparseRow) => Object.freeze({ ...r, dim }));
   }
 

@@ -60,8 +60,10 @@ def _manifest_from_bundle(backend: WasmBackend, source: str) -> Manifest:
         head = {"num_labels": dim,
                 "score_activation": backend.meta("classifier.score_activation") or "identity"}
     elif task == "sparse":
+        top = backend.meta("sparse.max_active_dims")  # the model's own setting, if any
         head = {"pooling": backend.meta("sparse.pooling"),
-                "activation": backend.meta("sparse.activation")}
+                "activation": backend.meta("sparse.activation"),
+                "max_active_dims": int(top) if top else None}
     return Manifest(
         name=name,
         task=task,

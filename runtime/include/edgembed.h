@@ -83,6 +83,9 @@
  *        mlm.activation    after mlm.transform: "gelu", "gelu_tanh", "relu" or "silu"  (head "mlm")
  *        sparse.pooling    SPLADE over a sequence's tokens: "max" or "sum"      (head "mlm")
  *        sparse.activation "relu": log(1 + relu(logit)); "log1p_relu": log(1 + that)
+ *        sparse.max_active_dims  optional (head "mlm"), 1 .. vocab_size: the model keeps only
+ *                          that many largest weights (sentence-transformers' max_active_dims);
+ *                          informational: hosts apply it (e.g. as emb_request.top_k)
  *        quantization      "int8-block32"  (scheme below; docs/quantization.md)
  *        weight_layout     "n4k4"          (packing below)
  *        tokenizer         "wordpiece", "unigram" or "bpe" (their tables: below)

@@ -230,6 +230,12 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
         (s = meta_bool(ld, "normalize", &cf->normalize))) {
         return s;
     }
+    /* sentence-transformers' max_active_dims, for hosts (they pass it as emb_request.top_k);
+       written only when the model sets it, 1 .. vocab_size */
+    if (cf->head == EMB_HEAD_MLM && meta(ld, "sparse.max_active_dims") &&
+        (s = meta_int(ld, "sparse.max_active_dims", 1, cf->vocab_size, &choice))) {
+        return s;
+    }
     static const char *const positions[] = {"absolute", "rotary"}, *const norms[] = {"post", "pre"};
     static const char *const ffns[] = {"mlp", "glu"};
     if ((s = meta_choice(ld, "position", positions, 2, &cf->position)) || (s = meta_choice(ld, "norm", norms, 2, &cf->pre_norm)) ||

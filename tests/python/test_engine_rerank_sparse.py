@@ -19,6 +19,7 @@ quantization scheme computed by another implementation (onnxruntime).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -386,3 +387,63 @@ def test_a_bundle_alone_embeds_sparse(bundled: Callable[[str], Bundled],
     monkeypatch.undo()
     with pytest.raises(InputError, match=r"rerank-bert is a cross-encoder .*Reranker\.load"):
         Embedder.from_bundle(bundled("rerank-bert").path)
+
+
+def _with_meta(bundle: bytes, key: str, old: str, new: str) -> bytes:
+    """``bundle`` with one metadata value replaced, the header kept at its length (the writer
+    pads it with spaces), so every tensor stays where it was."""
+    hlen = int.from_bytes(bundle[:8], "little")
+    header = bundle[8:8 + hlen]
+    was = f'"{key}":"{old}"'.encode()
+    assert header.count(was) == 1, header[:200]
+    grown = header.replace(was, f'"{key}":"{new}"'.encode())
+    spare = len(grown) - hlen
+    assert spare <= 0 or grown.endswith(b" " * spare)
+    grown = grown[:hlen] if spare > 0 else grown + b" " * -spare
+    return bundle[:8] + grown + bundle[8 + hlen:]
+
+
+@pytest.mark.parametrize("backend", ["native", "wasm"])
+def test_the_models_max_active_dims_in_the_bundle(backend: str, fresh_home: Path,
+                                                  tmp_path: Path) -> None:
+    """A SPLADE model's own max_active_dims travels in its bundle (``sparse.max_active_dims``):
+    the engine hosts keep that many weights by default — the same entries as the uncapped
+    model's top-k, same bits — from an exported directory and from the bundle alone; the
+    engine refuses a value outside 1..vocab_size."""
+    _native()
+    if backend == "wasm":
+        _wasm()
+    from edgembed import Embedder
+    from edgembed.errors import EdgembedError
+    from test_sparse import capped_copy
+
+    capped = capped_copy(tmp_path, 6)
+    plain_path, capped_path = tmp_path / "plain.emb", tmp_path / "capped.emb"
+    write_bundle(model_dir("splade-bert"), plain_path)
+    write_bundle(capped, capped_path)
+    meta = json.loads(capped_path.read_bytes()[8:8 + int.from_bytes(
+        capped_path.read_bytes()[:8], "little")])["__metadata__"]
+    plain_meta = json.loads(plain_path.read_bytes()[8:8 + int.from_bytes(
+        plain_path.read_bytes()[:8], "little")])["__metadata__"]
+    assert meta["sparse.max_active_dims"] == "6" and "sparse.max_active_dims" not in plain_meta
+
+    items = texts()[:40]
+    if backend == "native":
+        e = Embedder.load(str(capped), backend="native")
+        full = Embedder.load(str(model_dir("splade-bert")), backend="native")
+    else:
+        e, full = Embedder.from_bundle(capped_path), Embedder.from_bundle(plain_path)
+    got, want = e.embed_sparse(items), full.embed_sparse(items, max_active_dims=6)
+    assert all(len(v) <= 6 for v in got) and sum(len(v) == 6 for v in got) >= 30
+    for a, b in zip(got, want, strict=True):
+        assert a.indices.tobytes() == b.indices.tobytes()
+        assert a.values.tobytes() == b.values.tobytes()
+    assert [len(v) for v in e.embed_sparse(items, max_active_dims=9)] == [
+        len(v) for v in full.embed_sparse(items, max_active_dims=9)]
+
+    raw = capped_path.read_bytes()
+    for bad in ("0", "x", "1001"):  # vocabulary: 1,000 terms
+        path = tmp_path / f"bad-{bad}.emb"
+        path.write_bytes(_with_meta(raw, "sparse.max_active_dims", "6", bad))
+        with pytest.raises(EdgembedError):
+            NativeBackend(path, threads=1) if backend == "native" else Embedder.from_bundle(path)

@@ -150,3 +150,49 @@ def test_auto_takes_fp32_and_int8_goes_to_the_engine(sp_home: Path) -> None:
     _, path = export_bundle(model_dir("splade-bert"), out=sp_home / "x.emb")
     meta = read_bundle_header(path).metadata
     assert (meta["head"], meta["sparse.pooling"], meta["vocab_size"]) == ("mlm", "max", "1000")
+
+
+def capped_copy(dest: Path, k: int, name: str = "splade-bert") -> Path:
+    """``name``'s directory with ``max_active_dims: k`` in config_sentence_transformers.json,
+    where sentence-transformers' SparseEncoder saves it (and reads it as its default)."""
+    import json
+    import shutil
+
+    out = dest / f"{name}-top{k}"
+    shutil.copytree(model_dir(name), out)
+    cfg_path = out / "config_sentence_transformers.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["max_active_dims"] = k
+    cfg_path.write_text(json.dumps(cfg, indent=2), encoding="utf-8")
+    return out
+
+
+def reference_top(row: np.ndarray, k: int) -> list[int] | None:
+    """The ids of ``row``'s k largest positive weights, ascending; None when the k-th and the
+    next are too close (2e-4) for fp32 rounding to settle which one is kept."""
+    order = np.argsort(-row, kind="stable")
+    if np.count_nonzero(row > 0) > k and row[order[k - 1]] - row[order[k]] < 2e-4:
+        return None
+    return sorted(int(j) for j in order[:k] if row[j] > 0)
+
+
+def test_the_models_max_active_dims(sp_home: Path, tmp_path: Path) -> None:
+    """A SparseEncoder saved with max_active_dims keeps that many weights by default, as
+    sentence-transformers does (its top-k of the full vector); an explicit cap overrides it."""
+    e = Embedder.load(capped_copy(tmp_path, 6), variant="fp32", backend="onnx")
+    assert e._manifest.head["max_active_dims"] == 6  # recorded by export, from the model dir
+    ref = head_reference("splade-bert")
+    assert ref.vectors is not None
+    got = e.embed_sparse(texts())
+    checked = 0
+    for v, row in zip(got, ref.vectors, strict=True):
+        want = reference_top(row, 6)
+        assert len(v) == min(6, int(np.count_nonzero(row > 1e-4))) or want is None
+        if want is not None:
+            assert v.indices.tolist() == want
+            np.testing.assert_allclose(v.values, row[want], atol=FP32_ABS)
+            checked += 1
+    assert checked >= 0.9 * len(got)
+    wider = e.embed_sparse(texts()[30], max_active_dims=10)[0]
+    full = Embedder.load(model_dir("splade-bert"), variant="fp32", backend="onnx")
+    assert wider == full.embed_sparse(texts()[30])[0].top(10) and len(wider) == 10

@@ -139,6 +139,7 @@ class BundleConfig:
     mlm_activation: str = "gelu"           # after mlm.transform
     sparse_pooling: str = "max"            # or "sum"
     sparse_activation: str = "relu"        # or "log1p_relu"
+    sparse_max_active_dims: int = 0        # the model's max_active_dims (0: every weight)
     extra: dict[str, str] = field(default_factory=dict)  # not written; reserved for callers
 
     @property
@@ -224,6 +225,9 @@ class BundleConfig:
             head_choices += [("masked-LM activation", self.mlm_activation, ACTIVATIONS),
                              ("SPLADE pooling", self.sparse_pooling, SPARSE_POOLINGS),
                              ("SPLADE activation", self.sparse_activation, SPARSE_ACTIVATIONS)]
+            if not 0 <= self.sparse_max_active_dims <= self.vocab_size:
+                raise bad(f"sparse_max_active_dims = {self.sparse_max_active_dims} is outside "
+                          f"0..{self.vocab_size} (0: every weight)")
         for key, value, choices in head_choices:
             if value not in choices:
                 raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
@@ -271,6 +275,8 @@ class BundleConfig:
             m.update({"mlm.activation": self.mlm_activation,
                       "sparse.pooling": self.sparse_pooling,
                       "sparse.activation": self.sparse_activation})
+            if self.sparse_max_active_dims:  # only when set: older engines refuse the key
+                m["sparse.max_active_dims"] = str(self.sparse_max_active_dims)
         m.update({"quantization": "int8-block32", "weight_layout": "n4k4"})
         return m
 
@@ -705,7 +711,10 @@ def _head_config(desc: ModelDescription, act: str, where: str, other: str) -> di
                     f"{where} supports the masked-LM head's activations gelu, gelu_tanh, "
                     f"relu and silu, not ModernBERT's classifier_activation {name!r}{other}")
         return {"head": "mlm", "mlm_activation": mlm_act, "sparse_pooling": head.pooling,
-                "sparse_activation": str(head.activation)}
+                "sparse_activation": str(head.activation),
+                # a cap at or past the vocabulary keeps every weight: not written
+                "sparse_max_active_dims": (head.max_active_dims or 0)
+                if (head.max_active_dims or 0) < desc.encoder.vocab_size else 0}
     raise UnsupportedArchitecture(f"{where} supports embedding, rerank and sparse models, not "
                                   f"{desc.task.value}{other}")
 

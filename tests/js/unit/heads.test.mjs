@@ -291,6 +291,33 @@ describe("embedSparse against sentence-transformers' SparseEncoder", () => {
     });
   }
 
+  test("a model saved with its own max_active_dims keeps that many weights (the bundle's sparse.max_active_dims)", async () => {
+    const { capped } = manifest;
+    assert.ok(capped, "cross_host.json has no capped SPLADE bundle (tests/fixtures/write_bundles.py)");
+    const e = await Embedder.load(path.join(ROOT, capped.bundle), { variant: "simd128" });
+    const plain = await Embedder.load(bundleOf(capped.of), { variant: "simd128" });
+    try {
+      assert.equal(e.meta("sparse.max_active_dims"), String(capped.max_active_dims));
+      assert.equal(plain.meta("sparse.max_active_dims"), null);
+      const some = texts.slice(0, 40);
+      const got = await e.embedSparse(some);
+      const want = await plain.embedSparse(some, { maxActiveDims: capped.max_active_dims });
+      assert.ok(got.every((v) => v.indices.length <= capped.max_active_dims));
+      assert.ok(got.filter((v) => v.indices.length === capped.max_active_dims).length >= 30);
+      got.forEach((v, i) => {
+        assert.equal(v.indices.join(), want[i].indices.join(), `text ${i}`);
+        assert.ok(bitsEqual(v.values, want[i].values), `text ${i}`);
+      });
+      // an explicit cap overrides the model's
+      const wider = await e.embedSparse(some, { maxActiveDims: 9 });
+      const plainWider = await plain.embedSparse(some, { maxActiveDims: 9 });
+      assert.deepEqual(wider.map((v) => v.indices.length), plainWider.map((v) => v.indices.length));
+    } finally {
+      e.dispose();
+      plain.dispose();
+    }
+  });
+
   test("more texts than one engine call's output holds (SPLADE-tiny: 137 rows of 30,522 weights) give each its vector alone", async () => {
     const e = await Embedder.load(bundleOf("splade-tiny"), { variant: "simd128" });
     try {
