@@ -46,14 +46,14 @@ class Variant(str, Enum):
     FP16 = "fp16"
 
 
-def _pad_k(a: Array, fill: int) -> Array:
-    """(N, K) → (N, nb * BLOCK), the columns past K set to ``fill``: MatMulNBits' packed layout
+def _pad_k(a: Array, fill: int, block: int = BLOCK) -> Array:
+    """(N, K) → (N, nb * block), the columns past K set to ``fill``: MatMulNBits' packed layout
     covers whole blocks, and onnxruntime pads the activations' last block with zeros."""
     n, k = a.shape
-    nb = -(-k // BLOCK)
-    if k == nb * BLOCK:
+    nb = -(-k // block)
+    if k == nb * block:
         return a
-    out = np.full((n, nb * BLOCK), fill, dtype=a.dtype)
+    out = np.full((n, nb * block), fill, dtype=a.dtype)
     out[:, :k] = a
     return out
 
@@ -64,14 +64,19 @@ def _add_bias(g: GraphBuilder, y: str, name: str, b: Array | None) -> str:
     return g.op("Add", [y, g.const(f"{name}.bias", b.astype(np.float32))], hint=f"{name}.out")
 
 
-def _nbits_linear(bits: int, accuracy_level: int) -> Linear:
+def _nbits_linear(bits: int, accuracy_level: int, block: int = BLOCK) -> Linear:
+    """MatMulNBits of ``bits``; ``block`` other than 32 (8 bits only) is for measurements
+    (benchmarks/sparse_quantization.py), not a shipped form."""
+    if bits != 8 and block != BLOCK:
+        raise ValueError(f"{bits}-bit MatMulNBits is built in blocks of {BLOCK} only")
+
     def emit(g: GraphBuilder, x: str, name: str, w: Array, b: Array | None) -> str:
         n, k = w.shape
-        nb = -(-k // BLOCK)
+        nb = -(-k // block)
         if bits == 8:
-            q, scales = quantize_blocks_int8(w, BLOCK)
+            q, scales = quantize_blocks_int8(w, block)
             stored = (q.astype(np.int16) + 128).astype(np.uint8)  # zero point 128
-            packed = _pad_k(stored, 128).reshape(n, nb, BLOCK)
+            packed = _pad_k(stored, 128, block).reshape(n, nb, block)
             extra: list[str] = []
         else:
             u, scales, zp = _quantize_blocks_uint4(w, BLOCK)
@@ -89,7 +94,7 @@ def _nbits_linear(bits: int, accuracy_level: int) -> Linear:
             [x, g.const(f"{name}.qweight", packed),
              g.const(f"{name}.scales", scales.astype(np.float32).reshape(-1)), *extra],
             hint=f"{name}.matmul", domain=MS_DOMAIN,
-            K=k, N=n, bits=bits, block_size=BLOCK, accuracy_level=accuracy_level,
+            K=k, N=n, bits=bits, block_size=block, accuracy_level=accuracy_level,
         )
         return _add_bias(g, y, name, b)
 
