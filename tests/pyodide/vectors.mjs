@@ -8,6 +8,8 @@
 // writes build/js/vectors/pyodide.<case>.raw.f32 (little-endian float32, pooled, not normalized),
 // and pyodide.<head>.sparse.f32 for every SPLADE model of the manifest's heads (the masked-LM
 // head's dense rows; the rerankers need Python's pair tokenizer, which Pyodide lacks offline).
+// Also checks that Embedder.embed_sparse applies a bundle's own sparse.max_active_dims there (the
+// manifest's "capped" bundle against its uncapped model with the same cap given).
 // Needs `npm ci` in tests/pyodide (js/test.sh runs it), ./build.sh wasm and write_bundles.py.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -48,4 +50,18 @@ for head in manifest.get("heads", []):
         for row in rows:
             f.write(row.tobytes())
     print(f"wrote {out[len('/repo/'):]} ({len(rows)} rows of {len(rows[0])}, {sys.platform})")
+capped = manifest.get("capped")
+if capped:  # a SPLADE model saved with its own max_active_dims: Embedder applies it here too
+    from edgembed import Embedder
+    k = capped["max_active_dims"]
+    plain_case = next(h for h in manifest["heads"] if h["name"] == capped["of"])
+    e = Embedder.from_bundle("/repo/" + capped["bundle"], wasm_build="simd128")
+    plain = Embedder.from_bundle("/repo/" + plain_case["bundle"], wasm_build="simd128")
+    got = e.embed_sparse(manifest["texts"])
+    want = plain.embed_sparse(manifest["texts"], max_active_dims=k)
+    assert all(len(v) <= k for v in got) and any(len(v) == k for v in got), [len(v) for v in got]
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert type(a.indices).__name__ == "array", type(a.indices)  # no numpy here
+        assert list(a.indices) == list(b.indices) and a.values.tobytes() == b.values.tobytes(), i
+    print(f"{capped['name']}: the model's max_active_dims ({k}) applied to {len(got)} texts")
 `);
