@@ -264,8 +264,11 @@ class HFPairTokenizer:
 
     A side longer than ``BOUNDED_FROM * max_length`` characters is tokenized by a bounded
     prefix when that gives the same ids (see ``encode_truncated``): truncation keeps at most
-    ``max_length`` tokens of each side, and with longest-first it also compares the two sides'
-    lengths, so a pair whose sides are both that long is tokenized whole.
+    ``max_length`` tokens of each side. When both sides are over ``max_length`` tokens,
+    longest-first keeps half of the room for each, the odd token going to the longer side (the
+    second on a tie): ``_cut_both`` does that on the prefixes, with the two sides' full lengths
+    compared, since ``tokenizers`` computes every overflowing window of such a pair (seconds
+    for two 20,000-character texts, quadratic in their lengths).
     """
 
     def __init__(self, source_dir: Path, max_length: int, *, lowercase: bool = False) -> None:
@@ -311,16 +314,36 @@ class HFPairTokenizer:
                         f"length {self.max_length}; shorten it or score with truncation on")
             return [e.ids for e in encs], [e.type_ids for e in encs], 0
         items: list[tuple[str, str]] = []
-        for q, d in pairs:
+        both_long: dict[int, Any] = {}
+        for i, (q, d) in enumerate(pairs):
             (qp, q_long), (dp, d_long) = self._side(q), self._side(d)
-            both = q_long and d_long and self.strategy == "longest_first"
-            items.append((q, d) if both else (qp, dp))
+            if q_long and d_long and self.strategy == "longest_first":
+                both_long[i] = self._cut_both(q, d, qp, dp)
+            items.append((qp, dp))
+        rest = [i for i in range(len(items)) if i not in both_long]
         try:
-            encs = self._truncating.encode_batch(items)
+            done = self._truncating.encode_batch([items[i] for i in rest])
         except Exception:  # tokenizers says only "Truncation error: ..." for the whole batch
-            encs = [self._encode_one(item, start + i) for i, item in enumerate(items)]
-        return ([e.ids for e in encs], [e.type_ids for e in encs],
-                sum(1 for e in encs if e.overflowing))
+            done = [self._encode_one(items[i], start + i) for i in rest]
+        encs = dict(zip(rest, done, strict=True)) | both_long
+        ordered = [encs[i] for i in range(len(items))]
+        return ([e.ids for e in ordered], [e.type_ids for e in ordered],
+                sum(1 for i, e in enumerate(ordered) if i in both_long or e.overflowing))
+
+    def _cut_both(self, q: str, d: str, qp: str, dp: str) -> Any:
+        """The longest-first encoding of a pair whose sides are both over max_length tokens,
+        from prefixes ``qp`` and ``dp`` that have the sides' first max_length tokens: as
+        ``tokenizers`` cuts it, each side to half the room, the odd token to the side with
+        more tokens in the whole text (the second when they have as many)."""
+        room = self.max_length - self._full.num_special_tokens_to_add(True)
+        first_longer = (len(self._full.encode(q, add_special_tokens=False).ids)
+                        > len(self._full.encode(d, add_special_tokens=False).ids))
+        short, long = room // 2, room // 2 + room % 2
+        a = self._full.encode(qp, add_special_tokens=False)
+        b = self._full.encode(dp, add_special_tokens=False)
+        a.truncate(long if first_longer else short)
+        b.truncate(short if first_longer else long)
+        return self._full.post_process(a, b)
 
     def _encode_one(self, pair: tuple[str, str], index: int) -> Any:
         try:
