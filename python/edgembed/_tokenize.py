@@ -419,6 +419,58 @@ class EngineTokenizer:
                                  "directory, not a bundle")
 
 
+class EnginePairTokenizer:
+    """:class:`HFPairTokenizer`'s interface over the engine's own tokenizer (a bundle alone, as
+    in Pyodide): the pair template and truncation strategy the bundle carries, the same ids,
+    token types and errors."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self._single = EngineTokenizer(backend)
+        self.max_length: int = backend.max_length
+        self.strategy: str = backend.meta("tokenizer.truncation") or "longest_first"
+
+    def encode_texts(self, texts: list[str], *, truncate: bool = True,
+                     start: int = 0) -> tuple[list[list[int]], list[list[int]], int]:
+        """Single texts, as a sequence classifier reads one (``[CLS] text [SEP]``, types 0)."""
+        ids, truncated = self._single.encode(texts, truncate=truncate, start=start)
+        return ids, [[0] * len(s) for s in ids], truncated
+
+    def count_texts(self, texts: list[str], truncate: bool = True) -> list[int]:
+        return self._single.count(texts, truncate) if texts else []
+
+    def encode(
+        self, pairs: list[tuple[str, str]], *, truncate: bool = True, start: int = 0
+    ) -> tuple[list[list[int]], list[list[int]], int]:
+        """(ids, token types, how many pairs were truncated), as ``HFPairTokenizer.encode``."""
+        ids: list[list[int]] = []
+        types: list[list[int]] = []
+        truncated = 0
+        for i, (q, d) in enumerate(pairs):
+            seq, kinds, full, fits = self._backend.tokenize_pair(q, d, truncate)
+            if not fits and not truncate:
+                raise InputTooLong(
+                    f"pairs[{start + i}] has {full} tokens, over the model's max length "
+                    f"{self.max_length}; shorten it or score with truncation on")
+            if not fits:
+                kept = "query" if self.strategy == "only_second" else "document"
+                raise InputTooLong(
+                    f"pairs[{start + i}]: the {kept} alone leaves no room in the model's "
+                    f"{self.max_length} tokens, and the model truncates only the other text of "
+                    f"a pair ({self.strategy}); shorten the {kept}")
+            truncated += full > len(seq)
+            ids.append(seq)
+            types.append(kinds)
+        return ids, types, truncated
+
+    def count(self, pairs: list[tuple[str, str]], truncate: bool = True) -> list[int]:
+        """Tokens each pair costs the encoder (query and document together, specials
+        included; all of them with ``truncate`` off)."""
+        if not truncate:
+            return [self._backend.tokenize_pair(q, d, False)[2] for q, d in pairs]
+        return [len(ids) for ids in self.encode(pairs, truncate=True)[0]]
+
+
 # --- long texts: tokenize a bounded prefix -----------------------------------------------------
 #
 # Truncation keeps a text's first max_length tokens, so tokenizing all of a 50 MB line only to

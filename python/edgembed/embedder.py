@@ -313,8 +313,8 @@ class Embedder(LoadedModel):
         if p.manifest.task == "rerank":
             p.backend.close()
             raise InputError(f"{p.manifest.name} is a cross-encoder (reranker), not an "
-                             "embedding model: load its exported model directory with "
-                             "Reranker.load(..., backend='wasm')")
+                             "embedding model: load it with Reranker.load (or "
+                             "Reranker.from_bundle)")
         return cls(backend=p.backend, tokenizer=p.tokenizer, manifest=p.manifest,
                    model_dir=p.model_dir, choice=p.choice)
 

@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._tokenize import HFPairTokenizer
+from . import env
+from ._tokenize import EnginePairTokenizer, HFPairTokenizer
 from ._unicode import well_formed
 from .backends import Backend
+from .backends._engine import BundleSource
 from .backends.choice import (
     MAX_BATCH_SIZE,
     BackendChoice,
@@ -85,6 +87,24 @@ def score_activation(name: str, logits: Any) -> Any:
     raise InputError(f"unknown score activation {name!r}")
 
 
+def row_activation(name: str, x: float) -> float:
+    """``score_activation`` of one logit without numpy, in float64 (rounded to float32 by
+    the caller's ``array('f')``)."""
+    if name == "sigmoid":
+        return 1.0 / (1.0 + math.exp(-x)) if x >= -700.0 else 0.0
+    if name == "identity":
+        return x
+    if name == "tanh":
+        return math.tanh(x)
+    if name == "relu":
+        return max(x, 0.0)
+    if name == "silu":
+        return x / (1.0 + math.exp(-x)) if x >= -700.0 else -0.0
+    if name == "gelu":
+        return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+    raise InputError(f"unknown score activation {name!r}")
+
+
 def _as_pairs(pairs: Any, start: int = 0) -> tuple[list[Pair], bool]:
     """(the pairs, whether one pair was given on its own): sentence-transformers' convention —
     two strings are one pair, a sequence of two-string sequences is many."""
@@ -108,7 +128,8 @@ class Reranker(LoadedModel):
     """Scores (query, document) pairs with one exported cross-encoder. Create it with
     ``Reranker.load``."""
 
-    def __init__(self, *, backend: Backend, tokenizer: HFPairTokenizer, manifest: Manifest,
+    def __init__(self, *, backend: Backend, tokenizer: HFPairTokenizer | EnginePairTokenizer,
+                 manifest: Manifest,
                  model_dir: Path, choice: BackendChoice) -> None:
         self._backend = backend
         self._tokenizer = tokenizer
@@ -122,7 +143,7 @@ class Reranker(LoadedModel):
     @classmethod
     def load(
         cls,
-        model: str | os.PathLike[str] = DEFAULT_RERANKER,
+        model: str | os.PathLike[str] | BundleSource = DEFAULT_RERANKER,
         *,
         variant: str | None = None,
         backend: str = "auto",
@@ -135,10 +156,23 @@ class Reranker(LoadedModel):
         ``backend`` (``auto``, ``onnx``, ``cuda``, ``native``, ``wasm``), ``threads`` and
         ``progress`` are :meth:`Embedder.load`'s. ``native`` and ``wasm`` run the C engine's
         classification head on the int8 engine bundle (written on first use; the pairs are
-        tokenized by ``tokenizers``); ``auto`` takes onnxruntime (CUDA or the CPU).
+        tokenized by ``tokenizers``); ``auto`` takes onnxruntime (CUDA or the CPU). An engine
+        bundle (a .emb path or its bytes), and everything in Pyodide, loads by
+        :meth:`from_bundle`.
         """
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive integer, not {threads!r}")
+        from ._bundle import is_bundle_source
+
+        if (isinstance(model, (bytes, bytearray, memoryview)) or is_bundle_source(model)
+                or env.HOST.pyodide):
+            if str(backend).lower() not in ("auto", "wasm"):
+                raise BackendUnavailable(
+                    f"backend {backend!r} cannot run an engine bundle or in Pyodide; use "
+                    "backend='wasm'")
+            if variant not in (None, "int8"):
+                raise InputError(f"engine bundles are int8, not {variant!r}")
+            return cls.from_bundle(model)
         asked = str(backend).lower()
         native = native_state(backend) if asked == "native" else (False, "not requested")
         choice = choose_backend(backend, variant, cuda=cuda_state(backend), native=native)
@@ -168,6 +202,25 @@ class Reranker(LoadedModel):
                                     manifest.max_length, lowercase=manifest.do_lower_case)
         return cls(backend=engine, tokenizer=tokenizer, manifest=manifest, model_dir=model_dir,
                    choice=choice)
+
+    @classmethod
+    def from_bundle(cls, model: BundleSource, *, wasm_build: str | None = None,
+                    max_tokens: int = 2048, host: Any = None) -> Reranker:
+        """A Reranker on the wasm engine for ``model``: bundle bytes, a path to a .emb file, or
+        an exported model directory with a bundle. The engine tokenizes the pairs too (the
+        bundle's pair template and truncation strategy), so neither onnxruntime nor
+        ``tokenizers`` is needed: how a reranker runs in Pyodide. ``wasm_build`` and ``host``
+        are :meth:`Embedder.from_bundle`'s."""
+        from ._bundle import open_bundle
+
+        p = open_bundle(model, wasm_build=wasm_build, max_tokens=max_tokens, host=host)
+        if p.manifest.task != "rerank":
+            p.backend.close()
+            kind = "a SPLADE" if p.manifest.task == "sparse" else "an embedding"
+            raise InputError(f"{p.manifest.name} is {kind} model, not a cross-encoder "
+                             "(reranker); load it with Embedder.load")
+        return cls(backend=p.backend, tokenizer=EnginePairTokenizer(p.backend),
+                   manifest=p.manifest, model_dir=p.model_dir, choice=p.choice)
 
     # ── properties ──
 
@@ -232,6 +285,8 @@ class Reranker(LoadedModel):
         ``truncate=False`` raises InputTooLong for a pair over ``max_length`` instead of
         cutting it."""
         items, single = _as_pairs(pairs)
+        if not env.HOST.numpy:
+            return self._score_rows(items, single, raw, truncate, max_batch_tokens)
         out = self.logits(items, truncate=truncate, max_batch_tokens=max_batch_tokens)
         if not raw:
             out = score_activation(self._activation, out)
@@ -240,6 +295,23 @@ class Reranker(LoadedModel):
         if single:
             return float(out[0]) if self.num_labels == 1 else out[0]
         return out
+
+    def _score_rows(self, items: list[Pair], single: bool, raw: bool, truncate: bool,
+                    max_batch_tokens: int | None) -> Any:
+        """``score`` without numpy (Pyodide): ``array('f')`` of n scores for a one-label
+        model, else one ``array('f')`` of logits per pair. The activation runs in float64 and
+        rounds to float32, within one float32 step of numpy's float32 arithmetic; the logits
+        (``raw``) are the engine's bits."""
+        from array import array
+
+        rows = self.logit_rows(items, truncate=truncate, max_batch_tokens=max_batch_tokens)
+        if not raw:
+            rows = [array("f", (row_activation(self._activation, float(v)) for v in row))
+                    for row in rows]
+        if self.num_labels == 1:
+            flat = array("f", (row[0] for row in rows))
+            return flat[0] if single else flat
+        return rows[0] if single else rows
 
     def rerank(self, query: str, documents: Iterable[str], *, top_n: int | None = None,
                return_documents: bool = False, raw: bool = False, truncate: bool = True,
@@ -277,11 +349,7 @@ class Reranker(LoadedModel):
         length-sorted token-budget batches, input order kept."""
         import numpy as np
 
-        if max_batch_tokens is not None and (
-                not isinstance(max_batch_tokens, int) or max_batch_tokens < 1):
-            raise InputError(f"max_batch_tokens must be a positive integer, "
-                             f"not {max_batch_tokens!r}")
-        budget = max_batch_tokens or self._choice.max_batch_tokens
+        budget = self._budget(max_batch_tokens)
         ids, types = self._encode(list(items), truncate)
         out = np.zeros((len(ids), self.num_labels), np.float32)
         for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
@@ -289,6 +357,33 @@ class Reranker(LoadedModel):
                 block = self._run([ids[i] for i in batch], [types[i] for i in batch])
             out[batch] = np.asarray(block, np.float32)
         return out
+
+    def logit_rows(self, items: Sequence[Pair | str], *, truncate: bool = True,
+                   max_batch_tokens: int | None = None) -> list[Any]:
+        """``logits`` without numpy: one ``array('f')`` per item, in input order (the wasm
+        engine's backend, as in Pyodide)."""
+        rows_of = getattr(self._backend, "scores_rows", None)
+        if rows_of is None:
+            raise BackendUnavailable(f"backend {self.backend!r} needs numpy; install it, or "
+                                     "load an engine bundle (backend='wasm')")
+        budget = self._budget(max_batch_tokens)
+        ids, types = self._encode(list(items), truncate)
+        with_types = int(getattr(self._backend, "type_vocab_size", 0)) > 1
+        out: list[Any] = [None] * len(ids)
+        for batch in plan_batches([len(s) for s in ids], budget, self._max_batch_size):
+            with self._encode_lock:
+                block = rows_of([ids[i] for i in batch],
+                                type_ids=[types[i] for i in batch] if with_types else None)
+            for i, row in zip(batch, block, strict=True):
+                out[i] = row
+        return out
+
+    def _budget(self, max_batch_tokens: int | None) -> int:
+        if max_batch_tokens is not None and (
+                not isinstance(max_batch_tokens, int) or max_batch_tokens < 1):
+            raise InputError(f"max_batch_tokens must be a positive integer, "
+                             f"not {max_batch_tokens!r}")
+        return max_batch_tokens or self._choice.max_batch_tokens
 
     def _run(self, ids: list[list[int]], types: list[list[int]]) -> Any:
         """Logits of one batch: the engine backends' classification head (``scores``; token

@@ -13,7 +13,8 @@ and is what a browser's main thread may require (browsers may cap synchronous co
 headless Chromium 156 compiles the ~68 KB engine synchronously too). In a Web Worker —
 JupyterLite's kernel, PyScript's ``worker`` scripts — Node and Deno,
 ``Embedder.load(path_or_bytes)`` does the same without ``await``. Without numpy, ``embed``
-returns a list of ``array('f')`` rows.
+returns a list of ``array('f')`` rows. ``load_reranker`` does the same for a cross-encoder's
+bundle (``Reranker.load(path_or_bytes)`` without ``await``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from . import env
 from .backends._engine import BundleSource
 from .embedder import Embedder
 from .errors import ModelNotFound, SourceUnavailable
+from .reranker import Reranker
 
-__all__ = ["fetch_bundle", "is_url", "load"]
+__all__ = ["fetch_bundle", "is_url", "load", "load_reranker"]
 
 
 def is_url(source: object) -> bool:
@@ -84,6 +86,23 @@ async def load(
     from ._bundle import wasm_build_of
 
     wasm_build = wasm_build_of(wasm_build, wasm_variant)
+    source, host = await _source_and_host(model, wasm_build)
+    return Embedder.from_bundle(source, wasm_build=wasm_build, max_tokens=max_tokens,
+                                host=host)
+
+
+async def load_reranker(model: BundleSource, *, wasm_build: str | None = None,
+                        max_tokens: int = 2048) -> Reranker:
+    """``load`` for a cross-encoder's bundle: a Reranker on the wasm engine, which tokenizes
+    the pairs itself. Without numpy, ``score`` and ``rerank`` work on ``array('f')`` rows."""
+    source, host = await _source_and_host(model, wasm_build)
+    return Reranker.from_bundle(source, wasm_build=wasm_build, max_tokens=max_tokens,
+                                host=host)
+
+
+async def _source_and_host(model: BundleSource, wasm_build: str | None) -> tuple[Any, Any]:
+    """(the bundle's bytes for a URL, else ``model``; in Pyodide the engine module compiled
+    asynchronously, else None)."""
     source: Any = model
     if isinstance(model, str) and is_url(model):
         source = await fetch_bundle(model)
@@ -92,5 +111,4 @@ async def load(
         from .backends._pyodide import PyodideHost
 
         host = await PyodideHost.create(variant=wasm_build)
-    return Embedder.from_bundle(source, wasm_build=wasm_build, max_tokens=max_tokens,
-                                host=host)
+    return source, host

@@ -131,6 +131,25 @@ else:
         report["errors"]["missing_wasm_async"] = await aerror_of(edgembed.web.load(data))
     finally:
         os.rename(wasm + ".away", wasm)
+
+    # 6. a cross-encoder's bundle: the engine tokenizes the pairs; scores on array rows
+    from edgembed import Reranker
+
+    pairs = [(texts[i], texts[i + 1]) for i in range(0, 60, 2)]
+    reranker = await edgembed.web.load_reranker(BASE_URL + "rerank-bert.emb")
+    report["reranker"] = [repr(reranker), reranker.truncation, reranker.num_labels]
+    logits = reranker.score(pairs, raw=True)
+    scores = reranker.score(pairs)
+    save("rerank_logits.f32", [logits])
+    save("rerank_scores.f32", [scores])
+    report["rerank_types"] = [type(scores).__name__, scores.typecode, len(scores)]
+    report["rerank_top"] = [[r.index, r.score] for r in
+                            reranker.rerank(texts[0], texts[1:30], top_n=3)]
+    report["rerank_tokens"] = reranker.tokenize([(texts[0], texts[1])])
+    by_path = Reranker.load("/work/rerank-bert.emb")
+    report["rerank_by_path_identical"] = by_path.score(pairs, raw=True) == logits
+    report["errors"]["rerank_of_embedder"] = error_of(
+        lambda: Reranker.load("/models/all-minilm-l6-v2.emb"))
     report["heavy_modules_at_end"] = [m for m in heavy if m in sys.modules]
 
 json.dumps(report)

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = REPO / "tests" / "pyodide"
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
 WASM = REPO / "build" / "wasm"
+TINY = REPO / "tests" / "fixtures" / "models"
 PURE = {"EDGEMBED_WHEEL": "pure"}  # the py3-none-any wheel, without the native library
 
 pytestmark = pytest.mark.slow
@@ -84,6 +85,9 @@ def pyodide_run(tmp_path_factory: pytest.TempPathFactory, bundle: Path) -> dict[
     wheel = _build_wheel(wheels)
     shutil.copy(bundle, work / "all-minilm-l6-v2.emb")
     shutil.copy(CORPUS, work / "corpus.json")
+    from edgembed.export.bundle import write_bundle
+
+    write_bundle(TINY / "rerank-bert", work / "rerank-bert.emb")  # a tiny cross-encoder
     out = _run(["node", str(HERE / "run.mjs"), str(work)], timeout=600)
     result = next(line for line in reversed(out.splitlines()) if line.startswith("RESULT "))
     report: dict[str, Any] = json.loads(result[len("RESULT "):])
@@ -187,6 +191,39 @@ def test_browser_main_thread(pyodide_run: dict[str, Any], cpython: dict[str, Any
     sync = report["sync_load"]
     assert sync == ["ok", True] or (
         sync[0] == "BackendUnavailable" and "edgembed.web.load" in sync[1]), sync
+
+
+def test_reranker_from_a_bundle(pyodide_run: dict[str, Any]) -> None:
+    """A tiny cross-encoder's bundle by URL (``edgembed.web.load_reranker``) and by path: the
+    engine tokenizes the pairs (the ids tokenizers gives in CPython) and its logits are
+    wasmtime's bits; the scores, computed without numpy, within one float32 step of them."""
+    pytest.importorskip("wasmtime")
+    from edgembed import Reranker
+    from edgembed._tokenize import HFPairTokenizer
+
+    texts = json.loads(CORPUS.read_text(encoding="utf-8"))
+    pairs = [(texts[i], texts[i + 1]) for i in range(0, 60, 2)]
+    work = pyodide_run["_work"]
+    r = Reranker.from_bundle(work / "rerank-bert.emb", wasm_build="simd128")
+    try:
+        logits = r.score(pairs, raw=True)
+        scores = r.score(pairs)
+        top = r.rerank(texts[0], texts[1:30], top_n=3)
+    finally:
+        r._backend.close()  # type: ignore[attr-defined]
+    name, truncation, labels = pyodide_run["reranker"]
+    assert name.startswith("Reranker(") and "backend='wasm'" in name
+    assert (truncation, labels) == ("longest_first", 1)
+    assert pyodide_run["rerank_types"] == ["array", "f", len(pairs)]
+    assert (work / "out" / "rerank_logits.f32").read_bytes() == logits.tobytes()
+    got = np.frombuffer((work / "out" / "rerank_scores.f32").read_bytes(), np.float32)
+    assert np.all(np.abs(got - scores) <= np.spacing(scores))
+    assert [i for i, _ in pyodide_run["rerank_top"]] == [t.index for t in top]
+    hf = HFPairTokenizer(TINY / "rerank-bert", r.max_length)
+    assert pyodide_run["rerank_tokens"] == [list(x) for x in hf.encode([pairs[0]])[:2]]
+    assert pyodide_run["rerank_by_path_identical"] is True
+    kind, message = pyodide_run["errors"]["rerank_of_embedder"]
+    assert kind == "InputError" and "not a cross-encoder" in message
 
 
 def test_bundle_from_bytes_and_url(pyodide_run: dict[str, Any]) -> None:

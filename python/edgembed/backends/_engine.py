@@ -237,6 +237,7 @@ class Engine:
         self._tok_cap = max(4 * self.max_length, 1024)
         self._tok = self._alloc(4 * self._tok_cap)
         self._offsets = 0  # two per token, allocated by the first tokenize_offsets
+        self._tok_types = 0  # a pair's token types, allocated by the first tokenize_pair
 
     # ── memory ──
 
@@ -261,6 +262,14 @@ class Engine:
             self.host.write(self._bundle_ptr + done, view[:n])
             digest.update(view[:n])
             done += n
+
+    def _put_text(self, data: bytes) -> None:
+        """``data`` into the text buffer, grown first when it is too small."""
+        if len(data) > self._text_cap:
+            self.host.call("emb_free_wasm", self._text)
+            self._text_cap = max(len(data), 2 * self._text_cap)
+            self._text = self._alloc(self._text_cap)
+        self._write(self._text, memoryview(data))
 
     def _read(self, ptr: int, n: int) -> bytes:
         out = bytearray(n)
@@ -308,11 +317,7 @@ class Engine:
         """(ids with [CLS]/[SEP], the text's full token count); ids are [] when the text is
         too long and ``truncate`` is off."""
         data = text.encode("utf-8", errors="surrogatepass")
-        if len(data) > self._text_cap:
-            self.host.call("emb_free_wasm", self._text)
-            self._text_cap = max(len(data), 2 * self._text_cap)
-            self._text = self._alloc(self._text_cap)
-        self._write(self._text, memoryview(data))
+        self._put_text(data)
         st = self.host.call(
             "emb_model_tokenize_wasm",
             self._model,
@@ -335,6 +340,30 @@ class Engine:
         """Token ids of each text with [CLS]/[SEP], by the engine's own tokenizer."""
         return tokenize_texts(self.tokenize_one, texts, truncate, self.max_length)
 
+    def tokenize_pair(self, first: str, second: str,
+                      truncate: bool) -> tuple[list[int], list[int], int, bool]:
+        """(ids, token types, the pair's full token count, whether it fits) of a (query,
+        document) pair, by the tokenizer's pair template and, past max_length, its truncation
+        strategy. It does not fit when ``truncate`` is off and the pair is over max_length, or
+        when the strategy cuts one side only and the other alone is too long; ids and types
+        are then []."""
+        a = first.encode("utf-8", errors="surrogatepass")
+        b = second.encode("utf-8", errors="surrogatepass")
+        self._put_text(a + b)
+        if not self._tok_types:
+            self._tok_types = self._alloc(4 * self._tok_cap)
+        st = self.host.call(
+            "emb_model_tokenize_ex_wasm", self._model, self._text, len(a), self._text + len(a),
+            len(b), int(truncate), self._tok, self._tok_types, 0, self._tok_cap, self._scratch,
+            self._scratch + WASM_SIZE_T_BYTES,
+        )
+        n, full = self._i32s(self._scratch, 2)
+        if st == Status.TOO_LONG:
+            return [], [], full, False
+        if st != Status.OK:
+            self._raise(st, "tokenize")
+        return self._i32s(self._tok, n), self._i32s(self._tok_types, n), full, True
+
     def tokenize_offsets(self, texts: Sequence[str], truncate: bool = True) -> list[list[Token]]:
         """Each text's tokens as (id, start, end): the token covers ``text[start:end]`` (the
         offsets of Hugging Face tokenizers; the special tokens the template adds are (0, 0))."""
@@ -343,11 +372,7 @@ class Engine:
         out = []
         for text in texts:
             data = text.encode("utf-8", errors="surrogatepass")
-            if len(data) > self._text_cap:
-                self.host.call("emb_free_wasm", self._text)
-                self._text_cap = max(len(data), 2 * self._text_cap)
-                self._text = self._alloc(self._text_cap)
-            self._write(self._text, memoryview(data))
+            self._put_text(data)
             st = self.host.call(
                 "emb_model_tokenize_ex_wasm", self._model, self._text, len(data), 0, 0,
                 int(truncate), self._tok, 0, self._offsets, self._tok_cap, self._scratch,

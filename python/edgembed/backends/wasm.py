@@ -110,6 +110,12 @@ class WasmBackend:
         """Tokens each text costs the encoder (its full length when truncate is False)."""
         return self._engine.count_tokens(texts, truncate)
 
+    def tokenize_pair(self, first: str, second: str,
+                      truncate: bool = True) -> tuple[list[int], list[int], int, bool]:
+        """(ids, token types, full token count, whether it fits) of a (query, document) pair
+        by the engine's tokenizer: its pair template and truncation strategy."""
+        return self._engine.tokenize_pair(first, second, truncate)
+
     def encode(
         self,
         batch: Sequence[Sequence[int]],
@@ -156,6 +162,11 @@ class WasmBackend:
                    indices=None if indices is None else indices.data.cast("B"))
         return (values.astype(np.float32, copy=False),
                 None if indices is None else indices.astype(np.int32, copy=False))
+
+    def scores_rows(self, batch: Sequence[Sequence[int]], *,
+                    type_ids: Sequence[Sequence[int]] | None = None) -> list[array[float]]:
+        """``scores`` without numpy: each sequence's logits, ``array('f')`` of n_labels."""
+        return self._engine.run_rows(batch, Output.SCORES, type_ids=type_ids)
 
     def sparse_rows(self, batch: Sequence[Sequence[int]]) -> list[array[float]]:
         """``sparse`` without numpy: each sequence's pooled SPLADE weights, ``array('f')`` of
