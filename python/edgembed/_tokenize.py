@@ -143,6 +143,15 @@ class HFTokenizer:
         self._full = load_tokenizer(source_dir, max_length, truncate=False, lowercase=lowercase)
         self._left: Any = None  # truncating on the left, loaded on first use
         self._left_lock = threading.Lock()
+        self._shrinker: Any = False  # WordPieceShrinker (None: none applies), made on first use
+
+    def _shrink(self) -> Any:
+        """The WordPieceShrinker of this tokenizer, or None (``_long_text``)."""
+        if self._shrinker is False:
+            from ._long_text import WordPieceShrinker
+
+            self._shrinker = WordPieceShrinker.of(self._full)
+        return self._shrinker
 
     def _left_truncating(self) -> Any:
         with self._left_lock:
@@ -166,13 +175,27 @@ class HFTokenizer:
             if all(len(t) <= limit for t in texts):
                 encs = self._truncating.encode_batch(texts)
             else:  # long texts by a bounded prefix (encode_truncated)
+                shrinker = self._shrink()
                 encs = [e if e is not None else encode_truncated(
-                            self._full, self._truncating, t, self.max_length)
+                            self._full, self._truncating, t, self.max_length, shrinker)
                         for t, e in zip(texts, self._short_encodings(texts, limit),
                                         strict=True)]
             return [e.ids for e in encs], sum(1 for e in encs if e.overflowing)
-        if check:  # a long text's prefix may already show it is too long
-            for i, t in enumerate(texts):
+        shrinker = self._shrink() if any(len(t) > limit for t in texts) else None
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if len(t) <= limit:
+                continue
+            short = shrinker.shrink(t, self.max_length if check else None) if (
+                shrinker is not None) else None
+            if short is not None:  # a long text by its short equivalent
+                if not short[1]:  # only its first tokens, more than max_length
+                    n = len(self._full.encode(short[0]).ids)
+                    raise InputTooLong(
+                        f"texts[{start + i}] has more than {n} tokens, over the model's max "
+                        f"length {self.max_length}; shorten it or embed with truncation on")
+                texts[i] = short[0]
+            elif check:  # a long text's prefix may already show it is too long
                 for prefix in prefixes(t, self.max_length):
                     n = len(self._full.encode(prefix).ids)
                     if n > self.max_length:
@@ -482,6 +505,8 @@ class EnginePairTokenizer:
 # a space; NFD/NFKC never compose across a space). Tokens before such a cut are the full
 # text's tokens, so once the prefix has more tokens than truncation keeps, its truncated
 # encoding *is* the full text's. Otherwise the prefix grows four times, up to the whole text.
+# A BERT WordPiece tokenizer shortens the text instead (``_long_text.WordPieceShrinker``, which
+# needs no whitespace: a word of more than 100 characters is one [UNK] however long).
 # tests/python/attack/test_attack_long_text.py checks the ids against full tokenization.
 
 BOUNDED_FROM = 16  # characters per token of max_length before a text is tokenized by prefix
@@ -507,12 +532,18 @@ def prefixes(text: str, max_length: int) -> Iterator[str]:
         size = 4 * max(size, len(prefix))
 
 
-def encode_truncated(full: Any, truncating: Any, text: str, max_length: int) -> Any:
+def encode_truncated(full: Any, truncating: Any, text: str, max_length: int,
+                     shrinker: Any = None) -> Any:
     """``truncating.encode(text)``, computed on a prefix of ``text`` when one suffices.
 
     ``full`` is the same tokenizer without truncation: a prefix suffices when it has more
-    tokens than ``max_length`` (so truncation cuts inside it, before the cut).
+    tokens than ``max_length`` (so truncation cuts inside it, before the cut). A
+    ``_long_text.WordPieceShrinker`` of the tokenizer, when given, shortens the text instead
+    (the ids are the same; offsets are not kept).
     """
+    short = shrinker.shrink(text, max_length) if shrinker is not None else None
+    if short is not None:
+        return truncating.encode(short[0])
     for prefix in prefixes(text, max_length):
         if len(full.encode(prefix).ids) > max_length:
             return truncating.encode(prefix)

@@ -12,6 +12,14 @@ break a cut: whitespace of every kind (NBSP, U+3000, the control "separators" U+
 that Python calls whitespace and BERT deletes), combining marks after a space, CJK, controls,
 U+FFFD, emoji, accents, punctuation. The prefix path is forced for every text (the threshold
 is lowered), with small and real max lengths.
+
+A text without whitespace to cut at goes, for a BERT WordPiece pipeline, through
+``_long_text.WordPieceShrinker`` (a short text with the same ids): checked here on the same
+texts and on long runs of letters, punctuation, CJK, emoji, combining marks, deleted
+characters and Unicode whitespace, mixed, for all-MiniLM-L6-v2's tokenizer (uncased), the same
+tokenizer configured cased (no lowercasing, accent stripping or CJK splitting) and
+tests/fixtures/models/mpnet-mean's (MPNet's added tokens), with and without truncation; and the
+shrinker's character classes are checked one code point at a time against ``tokenizers``.
 """
 
 from __future__ import annotations
@@ -25,12 +33,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edgembed import _tokenize
+from edgembed import _long_text, _tokenize
+from edgembed._long_text import WordPieceShrinker, _classes
 from edgembed._tokenize import encode_truncated, load_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 
-CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "reference" / "corpus.json"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+CORPUS = FIXTURES / "reference" / "corpus.json"
 PIECES = [" ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\x1c", "\x1f", "\u0301",
           " \u0301", "e\u0301", "\u00e9", "漢字", "中", "\x00", "\x07", "\u200b", "\ufffd",
           "🙂", "👍🏽", "don't", "a.b", "...", "(x)", "—", "Straße", "İ", "ﬁ", "①", "-"]
@@ -73,18 +83,52 @@ class Pipeline:
         self.truncating.enable_truncation(max_length)
         self.full.no_padding()
         self.truncating.no_padding()
+        self.shrinker = WordPieceShrinker.of(self.full)
 
     def check(self, text: str) -> None:
         whole = self.truncating.encode(text)
-        bounded = encode_truncated(self.full, self.truncating, text, self.max_length)
+        bounded = encode_truncated(self.full, self.truncating, text, self.max_length,
+                                   self.shrinker)
         assert bounded.ids == whole.ids, repr(text[:200])
         assert bool(bounded.overflowing) == bool(whole.overflowing)
+        if self.shrinker is None:
+            return
+        # truncation off: all of the text, or more than max_length tokens of it; None (the
+        # whole text is tokenized) only for a text with thousands of characters the shrinker
+        # does not know
+        unknown = sum(m.lastgroup == "o" for m in self.shrinker.pieces.finditer(text))
+        short = self.shrinker.shrink(text, None)
+        hazard = _classes(self.shrinker._chinese, self.shrinker.long)[3].search(text)
+        assert (short is None) == (unknown > _long_text._OTHER_CAP) or hazard
+        if short is not None:
+            assert short[1]
+            assert self.full.encode(short[0]).ids == self.full.encode(text).ids, repr(text[:200])
+        short = self.shrinker.shrink(text, self.max_length)
+        if short is not None:
+            n = len(self.full.encode(short[0]).ids)
+            assert n > self.max_length if not short[1] else n == len(self.full.encode(text).ids)
 
 
-@pytest.fixture(scope="module", params=["wordpiece", "bpe", "unigram"])
+def wordpiece(kind: str, hf_model_dir: Path) -> str:
+    """all-MiniLM-L6-v2's tokenizer as the Embedder loads it (a Lowercase normalizer first,
+    from its do_lower_case), configured cased, or mpnet-mean's."""
+    if kind == "wordpiece-mpnet":
+        return (FIXTURES / "models" / "mpnet-mean" / "tokenizer.json").read_text()
+    if kind == "wordpiece":
+        return str(load_tokenizer(hf_model_dir, 256, truncate=False, lowercase=True).to_str())
+    spec = json.loads(load_tokenizer(hf_model_dir, 256, truncate=False).to_str())
+    spec["normalizer"].update(lowercase=False, strip_accents=False, handle_chinese_chars=False)
+    return json.dumps(spec)
+
+
+WORDPIECES = ["wordpiece", "wordpiece-cased", "wordpiece-mpnet"]
+
+
+@pytest.fixture(scope="module", params=[*WORDPIECES, "bpe", "unigram"])
 def make(request: pytest.FixtureRequest, hf_model_dir: Path) -> Any:
-    if request.param == "wordpiece":
-        data = load_tokenizer(hf_model_dir, 256, truncate=False).to_str()
+    if request.param.startswith("wordpiece"):
+        data = wordpiece(request.param, hf_model_dir)
+        assert WordPieceShrinker.of(tokenizers.Tokenizer.from_str(data)) is not None
     else:
         data = trained(request.param).to_str()
     cache: dict[int, Pipeline] = {}
@@ -124,6 +168,78 @@ words = st.lists(st.one_of(st.sampled_from(PIECES), st.text(min_size=1, max_size
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_generated_texts(make: Any, text: str, max_length: int) -> None:
     make(max_length).check(text)
+
+
+RUNS = ["a", "Z", "é", "e\u0301", "\u0301", "\u0301\u0327", "İ", "ß", "ﬁ", "!", ".", "'", "—",
+        "¿", "漢", "字", "한", "カ", "🙂", "👍🏽", "🇫🇷", "\u200d", "\u200b", "\x00", "\x07",
+        "\x0c", "\ufffd", "\ue000", "\u00a0", "\u3000", " ", "\n", "[MASK]", "<mask>", "[",
+        "1", "①", "½", "ǅ", "\u0378", "\U0001fae8", "\U000e0041", "\U00020000", "ﾞ", "ｶ",
+        "\u0e33", "\U000111c9", "\u1fef", "\U0001d165", "\U0001d15f", "\U0001d16e"]
+
+
+long_runs = st.lists(
+    st.tuples(st.lists(st.sampled_from(RUNS), min_size=1, max_size=3).map("".join),
+              st.sampled_from([1, 2, 50, 99, 100, 101, 399, 400, 401, 1200, 5000])),
+    min_size=1, max_size=6).map(lambda runs: "".join(piece * n for piece, n in runs))
+
+
+@pytest.mark.parametrize("kind", WORDPIECES)
+@given(text=long_runs, max_length=st.sampled_from([4, 16, 128]))
+@settings(max_examples=120, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_long_runs_without_whitespace(kind: str, hf_model_dir: Path, text: str,
+                                      max_length: int) -> None:
+    data = wordpiece(kind, hf_model_dir)
+    Pipeline(lambda: tokenizers.Tokenizer.from_str(data), max_length).check(text)
+
+
+@pytest.mark.parametrize("text", [
+    "a" * 20_000, "é" * 20_000, "e\u0301" * 10_000, "a" + "\u0301" * 20_000 + "b",
+    "İ" + "\u0301" * 5_000, "!" * 20_000, "漢字" * 10_000, "🙂" * 20_000, "👍🏽" * 10_000,
+    "\u200b" * 20_000 + "a", "a\u200b" * 10_000, "\u3000" * 20_000 + "x", "\x00" * 20_000,
+    ("x" * 300 + "!") * 100, ("y" * 401 + " ") * 100, "a" * 5_000 + "[MASK]" + "b" * 5_000,
+    "[MASK]" * 2_000, "a" * 399 + "\u0301" * 3 + "b" * 5_000, ("🙂" * 150 + "é") * 50])
+@pytest.mark.parametrize("kind", WORDPIECES)
+def test_chosen_long_runs(kind: str, hf_model_dir: Path, text: str) -> None:
+    data = wordpiece(kind, hf_model_dir)
+    for max_length in (8, 256):
+        Pipeline(lambda: tokenizers.Tokenizer.from_str(data), max_length).check(text)
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "wordpiece-cased"])
+def test_every_character_is_classed_as_tokenizers_treats_it(kind: str,
+                                                            hf_model_dir: Path) -> None:
+    """Each code point the shrinker classes, in a text, tokenized by ``tokenizers``: one it
+    deletes is deleted, whitespace splits, punctuation is a word of its own, and a word
+    character joins the two halves of a 121-character word (one [UNK])."""
+    tok = tokenizers.Tokenizer.from_str(wordpiece(kind, hf_model_dir))
+    tok.no_truncation()
+    shrinker = WordPieceShrinker.of(tok)
+    assert shrinker is not None
+    pieces, _, removed, _ = _classes(shrinker._chinese, shrinker.long)
+    classes: dict[str, list[str]] = {"r": [], "z": [], "p": [], "w": []}
+    for code in (*range(0xD800), *range(0xE000, 0x30000), *range(0xE0000, 0xE0200)):
+        m = pieces.match(chr(code))
+        assert m is not None
+        kind_ = "r" if m.lastgroup == "w" and removed.match(chr(code)) else m.lastgroup
+        if kind_ in classes:
+            classes[kind_].append(chr(code))
+    assert all(len(v) > 20 for v in classes.values())
+    half = "a" * 60
+    forms = {"r": (lambda c: "ab" + c + "cd", lambda c: "abcd"),
+             "z": (lambda c: "ab" + c + "cd", lambda c: "ab cd"),
+             "p": (lambda c: "ab" + c + "cd", lambda c: "ab " + c + " cd"),
+             "w": (lambda c: "." + half + c + half + ".", lambda c: ".[UNK].")}
+    wrong = {}
+    for name, chars in classes.items():
+        made, ref = forms[name]
+        got = tok.encode_batch([made(c) for c in chars])
+        want = tok.encode_batch([ref(c) for c in chars])
+        bad = [f"U+{ord(c):04X}" for c, g, w in zip(chars, got, want, strict=True)
+               if g.ids != w.ids]
+        if bad:
+            wrong[name] = bad[:20]
+    assert not wrong
 
 
 def test_the_embedder_gives_the_same_ids_and_vectors(exported_model_dir: Path) -> None:

@@ -187,13 +187,29 @@ def test_an_empty_bundle_is_a_bundle_error(tmp_path: Path) -> None:
     assert done.returncode == 1 and ("BundleError" in err or "BackendUnavailable" in err), err
 
 
-def test_a_50_mb_line_costs_no_gigabytes(tmp_path: Path, embedder: Embedder) -> None:
-    line = "the same few words again and again " * (50_000_000 // 35)
+LINES = {  # 50 MB lines: (a unit, how many times)
+    "words": ("the same few words again and again ", 50_000_000 // 35),
+    "one word": ("abcdefghij", 5_000_000),  # one [UNK]
+    "no whitespace": ("漢字!é,e\u0301🙂", 3_000_000),
+    "emoji": ("🙂", 12_500_000),  # one [UNK]
+    "combining marks": ("\u0301", 25_000_000),  # deleted by accent stripping: no token
+}
+HWM = "int(re.search(r'VmHWM:\\s*(\\d+) kB', open('/proc/self/status').read()).group(1))"
+
+
+@pytest.mark.parametrize("kind", ["words", "one word"])
+def test_a_50_mb_line_costs_no_gigabytes(tmp_path: Path, embedder: Embedder, kind: str) -> None:
+    """``embed -i FILE`` on a file of one 50 MB line, in a subprocess: its peak RSS (VmHWM,
+    which starts afresh at exec) stays far from the 2.8 GB that tokenizing all of the line
+    costs."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("peak memory is read from /proc/self/status (Linux)")
+    unit, times = LINES[kind]
     src = tmp_path / "big.txt"
-    src.write_text(line + "\n")
+    src.write_text(unit * times + "\n")
     out = tmp_path / "big.npy"
-    script = ("import resource, sys\nfrom edgembed.cli import main\nstatus = main()\n"
-              "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(status)\n")
+    script = (f"import re, sys\nfrom edgembed.cli import main\nstatus = main()\nprint({HWM})\n"
+              "sys.exit(status)\n")
     done = subprocess.run([sys.executable, "-c", script, "-i", str(src), "-o", str(out), "-q",
                            "--backend", "onnx"], capture_output=True, timeout=300)
     no_traceback(done)
@@ -201,4 +217,41 @@ def test_a_50_mb_line_costs_no_gigabytes(tmp_path: Path, embedder: Embedder) -> 
     peak_mib = int(done.stdout.decode().split()[-1]) / 1024
     assert peak_mib < 1024, f"peak RSS {peak_mib:.0f} MiB for a 50 MB line"
     # the vector is the one of the truncated text: its first 256 tokens
-    np.testing.assert_allclose(np.load(out)[0], embedder.embed(line[:5000])[0], atol=1e-6)
+    np.testing.assert_allclose(np.load(out)[0], embedder.embed((unit * 1000)[:5000])[0],
+                               atol=1e-6)
+
+
+EMBED_LINE = f"""
+import re, sys
+import numpy as np
+from edgembed.embedder import Embedder
+
+embedder = Embedder.load(sys.argv[1], variant="int8", backend="onnx")
+unit, times = sys.argv[2], int(sys.argv[3])
+np.save(sys.argv[4], embedder.embed((unit * 1000)[:5000]))  # onnxruntime's arenas grown
+line = unit * times
+before = {HWM}
+np.save(sys.argv[5], embedder.embed(line))
+print(before, {HWM})
+"""
+
+
+@pytest.mark.parametrize("kind", list(LINES))
+def test_a_50_mb_line_costs_tens_of_megabytes_over_the_model(
+        tmp_path: Path, exported_model_dir: Path, kind: str) -> None:
+    """``Embedder.embed`` of a 50 MB line on onnxruntime, in a subprocess, once the model is
+    loaded, has embedded a short text and holds the line: the peak RSS grows by tens of MB
+    (the lone-surrogate check encodes the line once), not the 2.8 GB that tokenizing all of
+    the line costs, and the vector is the truncated text's, here the one of the line's first
+    5,000 characters (the same first 256 tokens, or the same one [UNK])."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("peak memory is read from /proc/self/status (Linux)")
+    unit, times = LINES[kind]
+    short, long = tmp_path / "short.npy", tmp_path / "long.npy"
+    done = subprocess.run([sys.executable, "-c", EMBED_LINE, str(exported_model_dir), unit,
+                           str(times), str(short), str(long)], capture_output=True, timeout=300)
+    no_traceback(done)
+    assert done.returncode == 0
+    before, after = (int(v) / 1024 for v in done.stdout.decode().split())
+    assert after - before < 96, f"{kind}: peak RSS {before:.0f} -> {after:.0f} MiB"
+    np.testing.assert_array_equal(np.load(long), np.load(short))

@@ -1,0 +1,293 @@
+"""A long text for a WordPiece tokenizer, shortened to a text with the same token ids.
+
+``tokenizers`` keeps alignments per byte, so a 50 MB line costs gigabytes to tokenize, even
+when truncation then keeps 256 tokens. A text with ASCII whitespace is cut before a run of it
+(``_tokenize.safe_prefix``); a text without (one 50 MB "word", a run of punctuation, CJK,
+emoji, combining marks) needs more than a cut for a BERT pipeline, where a word of more than
+``max_input_chars_per_word`` characters (100) is one ``[UNK]`` whatever its length.
+
+:class:`WordPieceShrinker` rewrites such a text, piece by piece, into a short one whose ids
+(``tokenizers`` on the same tokenizer) are the long one's ids, or their first ``need`` content
+tokens and more. It applies only to the pipeline it knows exactly (``BertNormalizer`` with
+``clean_text``, optionally after ``Lowercase``; ``BertPreTokenizer``; ``WordPiece``) and works
+on characters whose treatment it is sure of:
+
+- whitespace (tab, LF, CR and the Unicode space separators, which ``clean_text`` makes a
+  space and the pre-tokenizer splits on) and the characters ``clean_text`` deletes (controls
+  but tab, LF, CR; U+FFFD; format characters; private use): a run of them becomes one space,
+  or nothing when it has no whitespace;
+- ASCII punctuation, CJK ideographs (with ``handle_chinese_chars``) and the Unicode
+  punctuation assigned since Unicode 3.2: each is a word of its own (one token), kept;
+- word characters (letters, marks, digits, symbols whose decomposition and lower case are word
+  characters too): a run of them is kept when short; a long one is read by the normalizer in
+  chunks, and becomes its first chunk when that alone normalizes to more than
+  ``max_input_chars_per_word`` characters (the word is one [UNK] either way), else the run's
+  normalized form (the normalizer's output normalizes to itself);
+- any other character is kept as it is, and at most ``_OTHER_CAP`` of them are read.
+
+The scan stops after a punctuation character or before whitespace once the pieces read hold
+more than ``need`` tokens (a lower bound — each punctuation character one, each word with a
+letter or digit one — then the tokenizer's own count), so the result is a prefix of the text in
+token terms: its tokens are the text's first ones, and truncation keeps the same. A tokenizer
+with added tokens that could match across a rewritten piece (one that begins or ends with a
+word character, holds whitespace or a mark) is not shortened; nor is a text with more than
+``_OTHER_CAP`` unknown characters, or a long word holding a combining character that accent
+stripping keeps and NFD could reorder across a chunk (the musical symbols): the caller then
+tokenizes the whole text. The character classes are built from ``unicodedata`` once per
+process (about a second), on the first long text.
+tests/python/attack/test_attack_long_text.py checks the ids against ``tokenizers`` on the
+whole text, and each class one code point at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import unicodedata
+from typing import Any
+
+__all__ = ["WordPieceShrinker"]
+
+
+class _Unknown(Exception):
+    """The text holds what this module cannot shorten exactly."""
+
+_WHITESPACE = ("\t\n\r\u0020\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+               "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_CJK = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0x20000, 0x2A6DF),
+        (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0x2F800, 0x2FA1F))
+_CHANGED = {0x111C9}  # punctuation in the Unicode of tokenizers' tables, a mark in Python's
+_OTHER_CAP = 4096  # characters of unknown treatment read before giving up
+_CHUNK = 16384  # characters per normalizer call on a long word
+
+
+def _ranges(codes: list[int]) -> str:
+    """A regex character class body for the sorted code points."""
+    out: list[str] = []
+    i = 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        a, b = codes[i], codes[j]
+        out.append(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}")
+        i = j + 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=4)
+def _classes(chinese: bool, long: int) -> tuple[re.Pattern[str], ...]:
+    """(the piece pattern; a letter or digit every Unicode since 3.2 knows; a character
+    ``clean_text`` deletes; a character whose decomposition holds a combining character that
+    is not a nonspacing mark)."""
+    old = unicodedata.ucd_3_2_0
+    ws = {ord(c) for c in _WHITESPACE}
+    cjk = {c for a, b in _CJK for c in range(a, b + 1)} if chinese else set()
+    ascii_punct = {c for c in range(0x21, 0x7F) if not chr(c).isalnum()}
+    removed: list[int] = []
+    punct: list[int] = sorted(ascii_punct)
+    word: list[int] = []
+    base: list[int] = []
+    hazard: list[int] = []  # decomposes to a combining character accent stripping keeps
+
+    def wordlike(s: str) -> bool:
+        return all(ord(ch) not in ws and ord(ch) not in ascii_punct and ord(ch) not in cjk
+                   and unicodedata.category(ch)[0] in "LMNS" for ch in s)
+
+    for c in (*range(0x30000), *range(0xE0000, 0xE0200)):  # planes 0-2, tags, selectors
+        if c in ws or c in ascii_punct or c in _CHANGED or 0xD800 <= c <= 0xDFFF:
+            continue
+        ch = chr(c)
+        cat, cat_old = unicodedata.category(ch), old.category(ch)
+        if any(unicodedata.combining(d) and unicodedata.category(d) != "Mn"
+               for d in unicodedata.normalize("NFD", ch)):
+            hazard.append(c)
+        if (cat == "Cc" or c == 0xFFFD or 0xE000 <= c <= 0xF8FF
+                or (cat == "Cf" and cat_old != "Cn")):
+            removed.append(c)
+        elif (cat[0] == "P" or c in cjk) and cat_old == cat and unicodedata.normalize(
+                "NFD", ch) == ch:
+            punct.append(c)
+        elif cat[0] in "LMNS" and cat_old in (cat, "Cn") and c not in cjk and (
+                (not unicodedata.decomposition(ch) and ch.lower() == ch) or all(
+                    wordlike(s) for s in (ch.lower(), unicodedata.normalize("NFD", ch),
+                                          unicodedata.normalize("NFD", ch).lower()))):
+            word.append(c)
+            if cat[0] in "LN" and cat_old == cat:
+                base.append(c)
+    punct.sort()
+    r, w, p = _ranges(removed), _ranges(word), _ranges(punct)
+    z = _ranges(sorted(ws))
+    pieces = re.compile(f"(?P<w>[{w}{r}]{{1,{long + 1}}})|(?P<z>[{z}{r}]+)|(?P<p>[{p}])|(?P<o>.)",
+                        re.DOTALL)
+    return (pieces, re.compile(f"[{_ranges(base)}]"), re.compile(f"[{r}]"),
+            re.compile(f"[{_ranges(hazard)}]"))
+
+
+def _is_bert_normalizer(n: Any) -> bool:
+    return isinstance(n, dict) and n.get("type") == "BertNormalizer" and n.get("clean_text") is True
+
+
+class WordPieceShrinker:
+    """Shortens long texts for one BERT WordPiece tokenizer (``of`` says whether it can)."""
+
+    def __init__(self, tokenizer: Any, max_chars: int, chinese: bool) -> None:
+        self._tokenizer = tokenizer  # without truncation
+        self._normalize = tokenizer.normalizer.normalize_str
+        self.max_chars = max_chars
+        self.long = 4 * max_chars  # a word longer than this is read by the normalizer
+        self._chinese = chinese
+        self._added = [(t.content, t.normalized)
+                       for t in tokenizer.get_added_tokens_decoder().values()]
+        self._wordish_cache: dict[str, bool] = {}
+        self.pieces = _classes(chinese, self.long)[0]  # names each piece: w, z, p or o
+        self._hazard = _classes(chinese, self.long)[3]
+
+    def _wordish(self, c: str) -> bool:
+        """Whether ``c`` is a word character or one ``clean_text`` deletes."""
+        known = self._wordish_cache.get(c)
+        if known is None:
+            m = _classes(self._chinese, self.long)[0].match(c)
+            known = self._wordish_cache[c] = m is not None and m.lastgroup == "w"
+        return known
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> WordPieceShrinker | None:
+        """The shrinker for ``tokenizer`` (a ``tokenizers.Tokenizer``), None when its pipeline
+        is not one this module knows exactly."""
+        try:
+            spec = json.loads(tokenizer.to_str())
+        except Exception:
+            return None
+        model, norm = spec.get("model") or {}, spec.get("normalizer")
+        pre = spec.get("pre_tokenizer")
+        if model.get("type") != "WordPiece" or (pre or {}).get("type") != "BertPreTokenizer":
+            return None
+        parts = norm.get("normalizers") if isinstance(norm, dict) and norm.get(
+            "type") == "Sequence" else [norm]
+        berts = [n for n in parts or [] if _is_bert_normalizer(n)]
+        others = [n for n in parts or [] if not _is_bert_normalizer(n)]
+        if len(berts) != 1 or any(not isinstance(n, dict) or n.get("type") != "Lowercase"
+                                  for n in others):
+            return None
+        max_chars = model.get("max_input_chars_per_word")
+        if not isinstance(max_chars, int) or max_chars < 1:
+            return None
+        shrinker = cls(tokenizer, max_chars, bool(berts[0].get("handle_chinese_chars")))
+        pieces, _, removed, _ = _classes(shrinker._chinese, shrinker.long)
+        for content, _normalized in shrinker._added:
+            # an added token never overlaps a rewritten piece: it begins and ends with
+            # punctuation (or an unknown character) and holds no whitespace, deleted
+            # character or mark
+            ends = [pieces.match(content, i) for i in (0, len(content) - 1)] if content else []
+            if (not ends or len(content) > max_chars
+                    or any(m is None or m.lastgroup not in ("p", "o") for m in ends)
+                    or any(ch in _WHITESPACE or removed.match(ch)
+                           or unicodedata.category(ch)[0] == "M" for ch in content)):
+                return None
+        return shrinker
+
+    def _spans_added(self, text: str, cut: int) -> bool:
+        """Whether an added token could match across ``cut``."""
+        for content, normalized in self._added:
+            n = len(content)
+            window = text[max(0, cut - n + 1): cut + n - 1]
+            if content in window or (normalized and content.lower() in window.lower()):
+                return True
+        return False
+
+    def _long_word(self, text: str, start: int, end: int) -> str:
+        """What stands for the word characters ``text[start:end]`` (longer than ``long``)."""
+        first = text[start: start + self.long]
+        acc: str = self._normalize(first)
+        if len(acc) > self.max_chars:
+            return first  # one [UNK], as the whole run
+        # in chunks: canonical reordering (NFD) could move a combining character that
+        # accent stripping keeps across a cut; there is none in most texts
+        if self._hazard.search(text, start, end):
+            raise _Unknown
+        pos = start + self.long
+        while pos < end and len(acc) <= self.max_chars:
+            stop = min(end, pos + _CHUNK)
+            acc += self._normalize(text[pos:stop])
+            pos = stop
+        return acc[: self.max_chars + 1]
+
+    def _count(self, out: list[str]) -> int:
+        """The tokens of the pieces read so far (an added token is one token, not the few its
+        punctuation and letters count for in the lower bound)."""
+        return len(self._tokenizer.encode("".join(out)).ids)
+
+    def _run_end(self, text: str, pos: int) -> int:
+        """The first index from ``pos`` of a character that is neither a word character nor
+        a deleted one (``len(text)`` if none), read a block at a time: a long run repeats few
+        distinct characters, each classified once."""
+        wordish = self._wordish
+        while pos < len(text):
+            block = text[pos: pos + _CHUNK * 4]
+            bad = [c for c in set(block) if not wordish(c)]
+            if bad:
+                return pos + min(block.find(c) for c in bad)
+            pos += len(block)
+        return len(text)
+
+    def shrink(self, text: str, need: int | None) -> tuple[str, bool] | None:
+        """(a short text, whether it stands for all of ``text``): its ids are ``text``'s, or,
+        when not whole, begin with ``text``'s first ids and are more than ``need`` (counted).
+        ``need`` None reads the whole text. None when ``text`` holds too much of what this
+        module does not know (the whole text must then be tokenized)."""
+        try:
+            return self._shrink(text, need)
+        except _Unknown:
+            return None
+
+    def _shrink(self, text: str, need: int | None) -> tuple[str, bool] | None:
+        pieces, base, _, _ = _classes(self._chinese, self.long)
+        target = need  # the lower bound to pass before counting for real (added tokens)
+        out: list[str] = []
+        tokens = 0  # a lower bound on the tokens of out
+        word_base = False  # the word being read has a letter or digit: one token at least
+        other = 0
+        size = 0
+        pos = 0
+        while pos < len(text):
+            m = pieces.match(text, pos)
+            assert m is not None  # (?P<o>.) matches any character
+            kind = m.lastgroup
+            pos = m.end()
+            if kind == "z" or kind == "p":
+                tokens += word_base
+                word_base = False
+                if kind == "z" and target is not None and tokens > target and (
+                        not self._spans_added(text, m.start())):
+                    if need is not None and self._count(out) > need:
+                        return "".join(out), False
+                    target = 2 * tokens
+                if kind == "z":
+                    piece = " " if any(ch in _WHITESPACE for ch in m.group()) else ""
+                else:
+                    piece = m.group()
+                    tokens += 1
+            elif kind == "w":
+                if pos - m.start() > self.long:  # the pattern reads at most long + 1
+                    pos = self._run_end(text, pos)
+                    piece = self._long_word(text, m.start(), pos)
+                else:
+                    piece = m.group()
+                word_base = word_base or base.search(piece) is not None
+            else:
+                piece = m.group()
+                other += 1
+                if other > _OTHER_CAP:
+                    return None
+            out.append(piece)
+            size += len(piece)
+            if kind == "p" and target is not None and tokens > target and (
+                    not self._spans_added(text, pos)):
+                if need is not None and self._count(out) > need:
+                    return "".join(out), False
+                target = 2 * tokens
+            if need is None and size > 64 * _CHUNK:
+                return None
+        return "".join(out), True
