@@ -32,22 +32,55 @@ layers, truncation at 384): the multiply-accumulates follow from its config.json
 the same corpus, and for a model without a committed fixture the quality columns compare with
 sentence-transformers' vectors of this run (so they need ``--st-python``).
 
+CTranslate2 int8 (PyPI ``ctranslate2``, never an edgembed dependency) is one more engine when it
+is importable here (``.venv/bin/pip install ctranslate2``; the row is skipped with a message
+otherwise): ``ctranslate2.Encoder(compute_type="int8", intra_threads=threads, inter_threads=1)``
+gets the same token ids as the native engine (token types 0), and its last hidden state is
+mean-pooled over each text's tokens and normalized like every other engine's. Its model is
+converted once from the model's local source directory (the one ``edgembed.sources.pull``
+returns; nothing is downloaded) into ``<EDGEMBED_HOME>/bench/ctranslate2/<model>-int8``
+(``--ct2-dir``), by CTranslate2's converter in a throwaway environment that has torch and
+transformers (``--ct2-converter``, default: ``ct2-transformers-converter`` beside
+``--st-python``). The script runs it when the directory is missing; by hand it is
+
+    /work/refvenv/bin/pip install ctranslate2    # into the throwaway environment, once
+    /work/refvenv/bin/ct2-transformers-converter --quantization int8 \
+        --model ~/.cache/edgembed/models/all-minilm-l6-v2/source \
+        --output_dir ~/.cache/edgembed/bench/ctranslate2/all-minilm-l6-v2-int8
+
+CTranslate2 4.8 has no converter for MPNet (``MPNetConfig``), so with ``--model
+all-mpnet-base-v2`` its rows are skipped with the converter's message.
+
+After the corpus table, a scaling grid (``--grid-batches`` × ``--grid-lengths``, default 1, 8,
+32, 128 texts × 16, 64, 256 tokens, lengths capped at the model's maximum) times the native engine
+and CTranslate2 (when it runs) on equal-length sequences cut from the corpus's token ids ([CLS]
+… [SEP], no padding), each cell at least ``--grid-tokens`` tokens per timing (8,192: repeated
+calls of the cell's batch), interleaved in the same rounds as the corpus; it prints tokens/s,
+the share of the int8 peak and native/CTranslate2 per cell and thread count. The native engine
+takes a batch as it does in the Embedder: calls of at most 2,048 tokens (``max_tokens``).
+
     .venv/bin/python benchmarks/native_cpu.py [--model NAME] [--rounds 5] [--st-python PY]
-                                              [--peak 234]
+                                              [--peak 234] [--ct2-dir DIR] [--ct2-converter EXE]
+                                              [--grid-batches 1,8,32,128] [--grid-lengths 16,64,256]
+                                              [--grid-tokens 8192] [--no-grid]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +98,7 @@ def mac_counts(config: dict[str, int]) -> tuple[int, int]:
     return layers * (4 * c * c + 2 * c * f), layers * 2 * c
 
 Vectors = npt.NDArray[np.float32]
+CT2 = "CTranslate2 int8"
 
 
 def pipeline(encode: Callable[[list[list[int]]], Vectors],
@@ -97,6 +131,70 @@ def alone_vs_batch(encode: Callable[[list[list[int]]], Vectors], ids: list[list[
     return float(cosines(alone, together).min())
 
 
+def ct2_encoder(model_dir: Path, threads: int) -> Callable[[list[list[int]]], Vectors]:
+    """CTranslate2's encoder on token ids, int8, ``threads`` intra-op threads; mean pooling."""
+    ctranslate2: Any = importlib.import_module("ctranslate2")
+    enc = ctranslate2.Encoder(str(model_dir), device="cpu", compute_type="int8",
+                              inter_threads=1, intra_threads=threads)
+
+    def encode(batch: list[list[int]]) -> Vectors:
+        hidden = np.asarray(enc.forward_batch(batch).last_hidden_state, dtype=np.float32)
+        lengths = np.array([len(s) for s in batch], dtype=np.float32)
+        mask = np.arange(hidden.shape[1])[None, :] < lengths[:, None]
+        pooled: Vectors = (hidden * mask[..., None]).sum(1) / lengths[:, None]
+        return pooled
+
+    return encode
+
+
+def ct2_model(name: str, source: Path, pooling: str, target: Path | None,
+              converter: Path | None) -> tuple[Path | None, str]:
+    """The converted CTranslate2 model (converting it once), or None and why not."""
+    try:
+        ctranslate2: Any = importlib.import_module("ctranslate2")
+    except ImportError:
+        return None, ("ctranslate2 is not installed in this Python (it is not an edgembed "
+                      f"dependency): {sys.executable} -m pip install ctranslate2")
+    if pooling != "mean":
+        return None, f"{name} pools with {pooling!r}; the CTranslate2 rows mean-pool only"
+    from edgembed.sources import home
+
+    out = target or home() / "bench" / "ctranslate2" / f"{name}-int8"
+    if (out / "model.bin").exists():
+        return out, f"ctranslate2 {ctranslate2.__version__}, {out}"
+    if converter is None or not converter.exists():
+        return None, (f"no converted model in {out} and no converter: install ctranslate2 into "
+                      "a Python with torch and transformers and run `ct2-transformers-converter "
+                      f"--quantization int8 --model {source} --output_dir {out}` (or give "
+                      "--ct2-converter)")
+    print(f"# converting {source} for CTranslate2 into {out} …", file=sys.stderr)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([str(converter), "--quantization", "int8", "--model", str(source),
+                           "--output_dir", str(out)], capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        return None, f"{converter.name} failed: {lines[-1] if lines else done.returncode}"
+    return out, f"ctranslate2 {ctranslate2.__version__}, converted now into {out}"
+
+
+def grid_batches(ids: list[list[int]], batch: int, length: int,
+                 tokens: int) -> list[list[list[int]]]:
+    """Calls of ``batch`` sequences of exactly ``length`` tokens ([CLS] … [SEP]) cut from the
+    corpus's token ids, enough calls for at least ``tokens`` tokens."""
+    cls, sep = ids[0][0], ids[0][-1]
+    stream = [t for s in ids for t in s[1:-1]]
+    calls, at = [], 0
+    for _ in range(max(1, math.ceil(tokens / (batch * length)))):
+        call = []
+        for _ in range(batch):
+            if at + length - 2 > len(stream):
+                at = 0
+            call.append([cls, *stream[at:at + length - 2], sep])
+            at += length - 2
+        calls.append(call)
+    return calls
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -106,6 +204,17 @@ def main() -> int:
         "/tmp/refvenv/bin/python").exists() else "", help="a Python with sentence-transformers")
     ap.add_argument("--peak", type=float, default=234.0,
                     help="int8 G-MAC/s of one core (vpdpbusd peak) for the share column")
+    ap.add_argument("--ct2-dir", type=Path, default=None,
+                    help="the converted CTranslate2 model (default "
+                         "<EDGEMBED_HOME>/bench/ctranslate2/<model>-int8)")
+    ap.add_argument("--ct2-converter", type=Path, default=None,
+                    help="ct2-transformers-converter to make it when it is missing (default: "
+                         "the one beside --st-python)")
+    ap.add_argument("--grid-batches", default="1,8,32,128", help="texts per call in the grid")
+    ap.add_argument("--grid-lengths", default="16,64,256", help="tokens per text in the grid")
+    ap.add_argument("--grid-tokens", type=int, default=8192,
+                    help="at least this many tokens per grid cell and timing")
+    ap.add_argument("--no-grid", action="store_true", help="the corpus table only")
     args = ap.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
 
@@ -147,6 +256,13 @@ def main() -> int:
     def tokenize() -> list[list[int]]:
         return [e.ids for e in tok.encode_batch(texts)]
 
+    converter = args.ct2_converter or (Path(args.st_python).parent / "ct2-transformers-converter"
+                                       if args.st_python else None)
+    ct2_dir, ct2_said = ct2_model(args.model, pulled.source_dir, str(manifest.pooling),
+                                  args.ct2_dir, converter)
+    if ct2_dir is None:
+        print(f"# CTranslate2 skipped: {ct2_said}", file=sys.stderr)
+
     engines: dict[tuple[str, int], Callable[[list[list[int]]], Vectors]] = {}
     described = ""
     for threads in thread_counts:
@@ -155,6 +271,19 @@ def main() -> int:
         engines[("native int8", threads)] = native.encode
         for name, path in onnx_files.items():
             engines[(name, threads)] = OnnxBackend(path, threads=threads).encode
+        if ct2_dir is not None:
+            engines[(CT2, threads)] = ct2_encoder(ct2_dir, threads)
+
+    # the scaling grid: (engine, threads, batch, length) → seconds per round
+    grid_engines = [k for k in engines if k[0] in ("native int8", CT2)]
+    grid: dict[tuple[int, int], list[list[list[int]]]] = {}
+    if not args.no_grid:
+        for b in (int(x) for x in args.grid_batches.split(",")):
+            for n in sorted({min(int(x), manifest.max_length)
+                             for x in args.grid_lengths.split(",")}):
+                grid[(b, n)] = grid_batches(ids, b, n, args.grid_tokens)
+    grid_times: dict[tuple[str, int, int, int], list[float]] = {
+        (e, t, b, n): [] for (b, n) in grid for (e, t) in grid_engines}
 
     st = None
     if args.st_python:
@@ -190,6 +319,14 @@ def main() -> int:
                 pipeline(engines[key], tokenize, manifest.dim)
                 seconds = time.perf_counter() - t0
             times[key].append(seconds)
+        for (b, n), calls in grid.items():  # every engine on a cell back to back: same load
+            for e, t in grid_engines:
+                time.sleep(0.2)
+                t0 = time.perf_counter()
+                for call in calls:
+                    engines[(e, t)](call)
+                grid_times[(e, t, b, n)].append(time.perf_counter() - t0)
+    load_after = os.getloadavg()[0]
     invariance = {key: alone_vs_batch(enc, ids) for key, enc in engines.items() if key[1] == 1}
     if st is not None:
         st.close()
@@ -202,8 +339,9 @@ def main() -> int:
           f"{os.cpu_count()} cores, onnxruntime {onnxruntime.__version__}"
           + (f", torch {st.info['torch']}, sentence-transformers {st.info['st']}" if st else ""))
     print(f"# {described}")
+    print(f"# CTranslate2: {ct2_said}" if ct2_dir else f"# CTranslate2 skipped: {ct2_said}")
     print(f"# load average (1 min) {load_before:.1f} before the timed rounds, "
-          f"{os.getloadavg()[0]:.1f} after: other work on a shared machine slows every engine")
+          f"{load_after:.1f} after: other work on a shared machine slows every engine")
     against = "the fixture" if own_fixture else "sentence-transformers of this run"
     print(f"# corpus: {len(texts)} texts, {n_tokens} tokens, {macs / 1e9:.1f} G-MAC; "
           f"min/mean cos against {against}; median of {args.rounds} interleaved rounds")
@@ -220,6 +358,31 @@ def main() -> int:
                   f"{macs / med / 1e9:.1f} | {macs / med / 1e9 / (args.peak * threads):.0%} | "
                   f"{cos.min():.4f} | {cos.mean():.5f} | "
                   f"{'—' if inv is None else f'{inv:.6f}'} |")
+    if ct2_dir is not None:
+        med_of = {k: statistics.median(v) for k, v in times.items()}
+        print("# native int8 / CTranslate2 int8 on the corpus: " + ", ".join(
+            f"{med_of[(CT2, t)] / med_of[('native int8', t)]:.2f}× at {t} thread"
+            + ("s" if t > 1 else "") for t in thread_counts))
+    if grid:
+        print(f"\n# scaling grid: texts per call × tokens per text (no padding), at least "
+              f"{args.grid_tokens} tokens per timing, median of {args.rounds} rounds")
+        heads = [f"{e} {t}T" for e, t in grid_engines]
+        ratio_heads = [f"native/CT2 {t}T" for t in thread_counts] if ct2_dir else []
+        print("| texts × tokens | " + " | ".join(f"{h} tokens/s | of peak" for h in heads)
+              + "".join(f" | {h}" for h in ratio_heads) + " |")
+        print("|---|" + "---|---|" * len(heads) + "---|" * len(ratio_heads))
+        for (b, n), calls in grid.items():
+            count = sum(len(c) for c in calls)
+            cell_macs = count * n * linear_macs + count * attention_macs * n * n
+            row = [f"{b} × {n}"]
+            for e, t in grid_engines:
+                med = statistics.median(grid_times[(e, t, b, n)])
+                row += [f"{count * n / med:,.0f}", f"{cell_macs / med / 1e9 / (args.peak * t):.0%}"]
+            for t in (thread_counts if ct2_dir else []):
+                ct2_s = statistics.median(grid_times[(CT2, t, b, n)])
+                native_s = statistics.median(grid_times[("native int8", t, b, n)])
+                row.append(f"{ct2_s / native_s:.2f}×")
+            print("| " + " | ".join(row) + " |")
     return 0
 
 
