@@ -62,7 +62,7 @@ takes a batch as it does in the Embedder: calls of at most 2,048 tokens (``max_t
     .venv/bin/python benchmarks/native_cpu.py [--model NAME] [--rounds 5] [--st-python PY]
                                               [--peak 234] [--ct2-dir DIR] [--ct2-converter EXE]
                                               [--grid-batches 1,8,32,128] [--grid-lengths 16,64,256]
-                                              [--grid-tokens 8192] [--no-grid]
+                                              [--grid-tokens 8192] [--no-grid] [--no-onnx]
 """
 
 from __future__ import annotations
@@ -215,6 +215,9 @@ def main() -> int:
     ap.add_argument("--grid-tokens", type=int, default=8192,
                     help="at least this many tokens per grid cell and timing")
     ap.add_argument("--no-grid", action="store_true", help="the corpus table only")
+    ap.add_argument("--no-onnx", action="store_true",
+                    help="leave out the onnxruntime engines (the native/CTranslate2 comparison "
+                         "in less time; the ratio column is then against the native engine)")
     args = ap.parse_args()
     thread_counts = [int(t) for t in args.threads.split(",")]
 
@@ -245,8 +248,9 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="edgembed-native-bench-"))
     qd = tmp / "quantize_dynamic.onnx"
-    quantize_dynamic(str(model_dir / manifest.variants["fp32"].file), str(qd), per_channel=True,
-                     weight_type=QuantType.QInt8)
+    if not args.no_onnx:
+        quantize_dynamic(str(model_dir / manifest.variants["fp32"].file), str(qd),
+                         per_channel=True, weight_type=QuantType.QInt8)
     onnx_files = {
         "onnxruntime fp32": model_dir / manifest.variants["fp32"].file,
         "onnxruntime MatMulNBits 8-bit": model_dir / manifest.variants["int8"].file,
@@ -269,7 +273,7 @@ def main() -> int:
         native = NativeBackend(bundle, threads=threads)
         described = native.describe()
         engines[("native int8", threads)] = native.encode
-        for name, path in onnx_files.items():
+        for name, path in ({} if args.no_onnx else onnx_files).items():
             engines[(name, threads)] = OnnxBackend(path, threads=threads).encode
         if ct2_dir is not None:
             engines[(CT2, threads)] = ct2_encoder(ct2_dir, threads)
@@ -345,11 +349,12 @@ def main() -> int:
     against = "the fixture" if own_fixture else "sentence-transformers of this run"
     print(f"# corpus: {len(texts)} texts, {n_tokens} tokens, {macs / 1e9:.1f} G-MAC; "
           f"min/mean cos against {against}; median of {args.rounds} interleaved rounds")
-    print("| engine | threads | tokens/s | vs onnxruntime fp32 | G-MAC/s | of int8 peak | "
+    base_name = "native int8" if args.no_onnx else "onnxruntime fp32"
+    print(f"| engine | threads | tokens/s | vs {base_name} | G-MAC/s | of int8 peak | "
           "min cos vs ST | mean cos | alone vs batch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for threads in thread_counts:
-        base = statistics.median(times[("onnxruntime fp32", threads)])
+        base = statistics.median(times[(base_name, threads)])
         for key in (k for k in times if k[1] == threads):
             med = statistics.median(times[key])
             cos = cosines(vectors[key], want)
