@@ -27,6 +27,24 @@ from .manifest import MANIFEST_NAME, Manifest
 __all__ = ["BundleParts", "is_bundle_source", "open_bundle"]
 
 
+def loads_as_bundle(model: object, backend: str, variant: str | None) -> bool:
+    """Whether ``load`` takes ``model`` as an engine bundle: bundle bytes or a .emb path, and
+    everything in Pyodide, which run on the wasm engine (other backends and variants are
+    refused, saying so)."""
+    from . import env
+    from .errors import BackendUnavailable, InputError
+
+    if not (isinstance(model, (bytes, bytearray, memoryview)) or is_bundle_source(model)
+            or env.HOST.pyodide):
+        return False
+    if str(backend).lower() not in ("auto", "wasm"):
+        raise BackendUnavailable(f"backend {backend!r} cannot run an engine bundle or in "
+                                 "Pyodide; use backend='wasm'")
+    if variant not in (None, "int8"):
+        raise InputError(f"engine bundles are int8, not {variant!r}")
+    return True
+
+
 def is_bundle_source(model: object) -> bool:
     """True for bundle bytes or a path to a .emb file (which may not exist yet)."""
     if isinstance(model, (bytes, bytearray, memoryview)):

@@ -279,7 +279,22 @@ class PairEncoding(Protocol):
     type_ids: list[int]
 
 
-class HFPairTokenizer:
+class _SingleTexts:
+    """What the pair tokenizers share: single texts through their ``_single`` tokenizer."""
+
+    _single: HFTokenizer | EngineTokenizer
+
+    def encode_texts(self, texts: list[str], *, truncate: bool = True,
+                     start: int = 0) -> tuple[list[list[int]], list[list[int]], int]:
+        """Single texts, as a sequence classifier reads one (``[CLS] text [SEP]``, types 0)."""
+        ids, truncated = self._single.encode(texts, truncate=truncate, start=start)
+        return ids, [[0] * len(s) for s in ids], truncated
+
+    def count_texts(self, texts: list[str], truncate: bool = True) -> list[int]:
+        return self._single.count(texts, truncate) if texts else []
+
+
+class HFPairTokenizer(_SingleTexts):
     """(query, document) pairs → token ids and token types, as a cross-encoder reads them:
     ``tokenizers``' pair encoding of the model's tokenizer.json (``[CLS] q [SEP] d [SEP]``
     with types 0 then 1 for BERT, ``<s> q </s></s> d </s>`` for RoBERTa-likes), truncated at
@@ -302,15 +317,6 @@ class HFPairTokenizer:
         self._truncating.enable_truncation(max_length, strategy=self.strategy)
         self._full = load_tokenizer(source_dir, max_length, truncate=False, lowercase=lowercase)
         self._single = HFTokenizer(source_dir, max_length, lowercase=lowercase)
-
-    def encode_texts(self, texts: list[str], *, truncate: bool = True,
-                     start: int = 0) -> tuple[list[list[int]], list[list[int]], int]:
-        """Single texts, as a sequence classifier reads one (``[CLS] text [SEP]``, types 0)."""
-        ids, truncated = self._single.encode(texts, truncate=truncate, start=start)
-        return ids, [[0] * len(s) for s in ids], truncated
-
-    def count_texts(self, texts: list[str], truncate: bool = True) -> list[int]:
-        return self._single.count(texts, truncate) if texts else []
 
     def _side(self, text: str) -> tuple[str, bool]:
         """(the text or a prefix of it with the same first max_length tokens, whether it is
@@ -442,7 +448,7 @@ class EngineTokenizer:
                                  "directory, not a bundle")
 
 
-class EnginePairTokenizer:
+class EnginePairTokenizer(_SingleTexts):
     """:class:`HFPairTokenizer`'s interface over the engine's own tokenizer (a bundle alone, as
     in Pyodide): the pair template and truncation strategy the bundle carries, the same ids,
     token types and errors."""
@@ -452,15 +458,6 @@ class EnginePairTokenizer:
         self._single = EngineTokenizer(backend)
         self.max_length: int = backend.max_length
         self.strategy: str = backend.meta("tokenizer.truncation") or "longest_first"
-
-    def encode_texts(self, texts: list[str], *, truncate: bool = True,
-                     start: int = 0) -> tuple[list[list[int]], list[list[int]], int]:
-        """Single texts, as a sequence classifier reads one (``[CLS] text [SEP]``, types 0)."""
-        ids, truncated = self._single.encode(texts, truncate=truncate, start=start)
-        return ids, [[0] * len(s) for s in ids], truncated
-
-    def count_texts(self, texts: list[str], truncate: bool = True) -> list[int]:
-        return self._single.count(texts, truncate) if texts else []
 
     def encode(
         self, pairs: list[tuple[str, str]], *, truncate: bool = True, start: int = 0

@@ -242,17 +242,11 @@ class Embedder(LoadedModel):
         """
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive integer, not {threads!r}")
-        from ._bundle import is_bundle_source
+        from ._bundle import loads_as_bundle
 
-        if (isinstance(model, (bytes, bytearray, memoryview)) or is_bundle_source(model)
-                or env.HOST.pyodide):
-            # an engine bundle (.emb, or its bytes), and everything in Pyodide: the wasm engine
-            if str(backend).lower() not in ("auto", "wasm"):
-                raise BackendUnavailable(
-                    f"backend {backend!r} cannot run an engine bundle or in Pyodide; use "
-                    "backend='wasm'")
-            if variant not in (None, "int8"):
-                raise InputError(f"engine bundles are int8, not {variant!r}")
+        # bundles (bytes always are one: the isinstance narrows the type) run on the wasm engine
+        if loads_as_bundle(model, backend, variant) or isinstance(
+                model, (bytes, bytearray, memoryview)):
             return cls.from_bundle(model)
         choice = choose_backend(backend, variant, cuda=cuda_state(backend),
                                 native=native_state(backend))

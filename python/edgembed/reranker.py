@@ -162,16 +162,11 @@ class Reranker(LoadedModel):
         """
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InputError(f"threads must be a positive integer, not {threads!r}")
-        from ._bundle import is_bundle_source
+        from ._bundle import loads_as_bundle
 
-        if (isinstance(model, (bytes, bytearray, memoryview)) or is_bundle_source(model)
-                or env.HOST.pyodide):
-            if str(backend).lower() not in ("auto", "wasm"):
-                raise BackendUnavailable(
-                    f"backend {backend!r} cannot run an engine bundle or in Pyodide; use "
-                    "backend='wasm'")
-            if variant not in (None, "int8"):
-                raise InputError(f"engine bundles are int8, not {variant!r}")
+        # bundles (bytes always are one: the isinstance narrows the type) run on the wasm engine
+        if loads_as_bundle(model, backend, variant) or isinstance(
+                model, (bytes, bytearray, memoryview)):
             return cls.from_bundle(model)
         asked = str(backend).lower()
         native = native_state(backend) if asked == "native" else (False, "not requested")
