@@ -32,6 +32,14 @@ layers, truncation at 384): the multiply-accumulates follow from its config.json
 the same corpus, and for a model without a committed fixture the quality columns compare with
 sentence-transformers' vectors of this run (so they need ``--st-python``).
 
+Two native rows: the bundle as exported (fp32 attention, the default) and the same model
+written with ``attention="int8"`` (QKᵀ and P·V as int8 products, docs/quantization.md).
+``--workloads`` adds a table for the native rows and onnxruntime fp32 on three workloads:
+*mixed* (the corpus as above), *256 tokens* (32 texts of exactly 256 tokens, cut from the
+corpus' ids laid end to end, in calls of 8) and *batch 1* (the corpus' first 64 texts one at a
+time). ``--quick`` leaves out sentence-transformers, the two int8 onnxruntime models and the
+scaling grid.
+
 CTranslate2 int8 (PyPI ``ctranslate2``, never an edgembed dependency) is one more engine when it
 is importable here (``.venv/bin/pip install ctranslate2``; the row is skipped with a message
 otherwise): ``ctranslate2.Encoder(compute_type="int8", intra_threads=threads, inter_threads=1)``
@@ -63,6 +71,7 @@ takes a batch as it does in the Embedder: calls of at most 2,048 tokens (``max_t
                                               [--peak 234] [--ct2-dir DIR] [--ct2-converter EXE]
                                               [--grid-batches 1,8,32,128] [--grid-lengths 16,64,256]
                                               [--grid-tokens 8192] [--no-grid] [--no-onnx]
+                                              [--workloads] [--quick]
 """
 
 from __future__ import annotations
@@ -218,7 +227,14 @@ def main() -> int:
     ap.add_argument("--no-onnx", action="store_true",
                     help="leave out the onnxruntime engines (the native/CTranslate2 comparison "
                          "in less time; the ratio column is then against the native engine)")
+    ap.add_argument("--workloads", action="store_true",
+                    help="also time the native engines on mixed, 256-token and batch-1 workloads")
+    ap.add_argument("--quick", action="store_true",
+                    help="native engines and onnxruntime fp32 only (no sentence-transformers, no "
+                         "grid)")
     args = ap.parse_args()
+    if args.quick:
+        args.st_python, args.no_grid = "", True
     thread_counts = [int(t) for t in args.threads.split(",")]
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -227,6 +243,7 @@ def main() -> int:
     from edgembed.backends.native import NativeBackend
     from edgembed.backends.onnx import OnnxBackend
     from edgembed.export import export_bundle, export_model
+    from edgembed.export.bundle import write_bundle
     from edgembed.sources import pull
 
     reference = json.loads(REFERENCE.read_text(encoding="utf-8"))
@@ -241,14 +258,14 @@ def main() -> int:
     own_fixture = args.model == reference["model"]
     if own_fixture:
         assert ids == reference["token_ids"], "tokenizer ids differ from the fixture"
-    elif not args.st_python:
+    elif not args.st_python and not args.quick:
         ap.error(f"{args.model} has no committed fixture: give --st-python for its reference")
     n_tokens = sum(len(s) for s in ids)
     macs = n_tokens * linear_macs + attention_macs * sum(len(s) ** 2 for s in ids)
 
     tmp = Path(tempfile.mkdtemp(prefix="edgembed-native-bench-"))
     qd = tmp / "quantize_dynamic.onnx"
-    if not args.no_onnx:
+    if not args.no_onnx and not args.quick:
         quantize_dynamic(str(model_dir / manifest.variants["fp32"].file), str(qd),
                          per_channel=True, weight_type=QuantType.QInt8)
     onnx_files = {
@@ -256,6 +273,12 @@ def main() -> int:
         "onnxruntime MatMulNBits 8-bit": model_dir / manifest.variants["int8"].file,
         "onnxruntime quantize_dynamic int8": qd,
     }
+    if args.quick:
+        onnx_files = {"onnxruntime fp32": onnx_files["onnxruntime fp32"]}
+    int8_attention = tmp / "int8-attention.emb"
+    write_bundle(pulled.source_dir, int8_attention, max_length=manifest.max_length,
+                 name=args.model, attention="int8")
+    bundles = {"native int8": bundle, "native int8, int8 attention": int8_attention}
 
     def tokenize() -> list[list[int]]:
         return [e.ids for e in tok.encode_batch(texts)]
@@ -270,16 +293,17 @@ def main() -> int:
     engines: dict[tuple[str, int], Callable[[list[list[int]]], Vectors]] = {}
     described = ""
     for threads in thread_counts:
-        native = NativeBackend(bundle, threads=threads)
-        described = native.describe()
-        engines[("native int8", threads)] = native.encode
+        for name, path in bundles.items():
+            native = NativeBackend(path, threads=threads)
+            described = native.describe()
+            engines[(name, threads)] = native.encode
         for name, path in ({} if args.no_onnx else onnx_files).items():
             engines[(name, threads)] = OnnxBackend(path, threads=threads).encode
         if ct2_dir is not None:
             engines[(CT2, threads)] = ct2_encoder(ct2_dir, threads)
 
     # the scaling grid: (engine, threads, batch, length) → seconds per round
-    grid_engines = [k for k in engines if k[0] in ("native int8", CT2)]
+    grid_engines = [k for k in engines if k[0] in (*bundles, CT2)]
     grid: dict[tuple[int, int], list[list[list[int]]]] = {}
     if not args.no_grid:
         for b in (int(x) for x in args.grid_batches.split(",")):
@@ -388,7 +412,60 @@ def main() -> int:
                 native_s = statistics.median(grid_times[("native int8", t, b, n)])
                 row.append(f"{ct2_s / native_s:.2f}×")
             print("| " + " | ".join(row) + " |")
+    if args.workloads:
+        timed = [k for k in engines if k[0] in bundles or k[0] == "onnxruntime fp32"]
+        print_workloads(workloads(ids), {k: engines[k] for k in timed}, linear_macs,
+                        attention_macs, args.rounds, args.peak)
     return 0
+
+
+def workloads(ids: list[list[int]]) -> dict[str, list[list[list[int]]]]:
+    """Each workload as its encoder calls: mixed (the Embedder's batches of the corpus), 256
+    tokens (32 texts of 256 tokens from the corpus' ids end to end, 8 per call), batch 1."""
+    from edgembed.backends.choice import CPU_BATCH_TOKENS
+    from edgembed.embedder import plan_batches
+
+    plan = plan_batches([len(s) for s in ids], CPU_BATCH_TOKENS, 128)
+    mixed = [[ids[i] for i in b] for b in plan]
+    stream = [t for s in ids for t in s[1:-1]]
+    first, last = ids[0][0], ids[0][-1]  # [CLS] and [SEP] (or <s> and </s>)
+    long = [[first, *stream[254 * i:254 * (i + 1)], last] for i in range(32)]
+    return {"mixed": mixed, "256 tokens": [long[i:i + 8] for i in range(0, 32, 8)],
+            "batch 1": [[s] for s in ids[:64]]}
+
+
+def print_workloads(loads: dict[str, list[list[list[int]]]],
+                    engines: dict[tuple[str, int], Callable[[list[list[int]]], Vectors]],
+                    linear_macs: int, attention_macs: int, rounds: int, peak: float) -> None:
+    times: dict[tuple[str, str, int], list[float]] = {}
+    for enc in engines.values():  # warm-up
+        for calls in loads.values():
+            enc(calls[0])
+    load_before = os.getloadavg()[0]
+    for _ in range(rounds):
+        for load, calls in loads.items():
+            for (name, threads), enc in engines.items():
+                time.sleep(0.2)
+                t0 = time.perf_counter()
+                for batch in calls:
+                    enc(batch)
+                times.setdefault((load, name, threads), []).append(time.perf_counter() - t0)
+    print(f"\n# workloads (encoder calls only, ids given), median of {rounds} interleaved rounds; "
+          f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+    print("| workload | engine | threads | tokens/s | vs onnxruntime fp32 | vs native int8 | "
+          "G-MAC/s | of int8 peak |")
+    print("|---|---|---|---|---|---|---|---|")
+    for load, calls in loads.items():
+        seqs = [s for b in calls for s in b]
+        n_tokens = sum(len(s) for s in seqs)
+        macs = n_tokens * linear_macs + attention_macs * sum(len(s) ** 2 for s in seqs)
+        for (name, threads) in engines:
+            med = statistics.median(times[(load, name, threads)])
+            base = statistics.median(times[(load, "onnxruntime fp32", threads)])
+            f32 = statistics.median(times[(load, "native int8", threads)])
+            print(f"| {load} ({len(seqs)} texts, {n_tokens:,} tokens) | {name} | {threads} | "
+                  f"{n_tokens / med:,.0f} | {base / med:.2f}× | {f32 / med:.2f}× | "
+                  f"{macs / med / 1e9:.1f} | {macs / med / 1e9 / (peak * threads):.0%} |")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,9 @@
  *                          informational: hosts apply it (e.g. as emb_request.top_k)
  *        quantization      "int8-block32"  (scheme below; docs/quantization.md)
  *        weight_layout     "n4k4"          (packing below)
+ *        attention         "fp32" (the default; absent means it too) or "int8": QKᵀ and P·V as
+ *                          int8 products with a scale per row and block of 32
+ *                          (docs/quantization.md, "Attention")
  *        tokenizer         "wordpiece", "unigram" or "bpe" (their tables: below)
  *        tokenizer.lowercase, tokenizer.strip_accents, tokenizer.handle_chinese_chars,
  *        tokenizer.clean_text            "true" or "false"             (wordpiece)

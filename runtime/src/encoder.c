@@ -259,7 +259,9 @@ static void task_attention(void *arg, size_t t, int worker) {
     emb_attention_args a = {ctx->qkv + off * ld, ld, ctx->attn + off * cp, cp, n, (size_t)cf->dim, heads,
                             jb->w->rel, jb->w->rel_ld, (size_t)cf->max_length - 1,
                             jb->L->local ? (size_t)cf->local_window : 0};
-    jb->k->attention(&a, h0, h1, ctx->scratch + (size_t)worker * ctx->scratch_floats);
+    float *scratch = ctx->scratch + (size_t)worker * ctx->scratch_floats;
+    if (cf->attention_q8) emb_attention_q8(jb->k, &a, h0, h1, scratch);
+    else jb->k->attention(&a, h0, h1, scratch);
 }
 
 /* The layer's rest on one panel of rows, with the worker's own buffers. */

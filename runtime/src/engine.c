@@ -284,6 +284,12 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
         any_local |= pattern->ptr[l] == 'l';
     }
     if (any_local != (cf->local_window > 0)) return EMB_STATUS_CORRUPT;
+    /* "attention": "int8" (attention_q8.c) or "fp32"; bundles written before the key: fp32 */
+    const emb_str *attention = meta(ld, "attention");
+    if (attention && !str_is(*attention, "fp32")) {
+        if (!str_is(*attention, "int8")) return EMB_STATUS_UNSUPPORTED;
+        cf->attention_q8 = 1;
+    }
     cf->dim_p = (int32_t)emb_pad32((size_t)cf->dim);
     cf->ffn_p = (int32_t)emb_pad32((size_t)cf->ffn_dim);
     cf->up_n = (int32_t)emb_pad32((size_t)cf->ffn_dim * (cf->glu ? 2u : 1u));
@@ -648,6 +654,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
     size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
     int mlm = cf->head == EMB_HEAD_MLM;
+    if (cf->attention_q8) scratch = (emb_attention_q8_scratch(max_seq, (size_t)cf->head_dim) + 63) / 64 * 16;
     size_t pool = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */

@@ -127,3 +127,27 @@ void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, flo
     emb_attention_args a = {qkv, 3 * c, out, c, n, c, n_heads, NULL, 0, 0, 0};
     emb_attention_heads_ref(&a, 0, n_heads, scores);
 }
+
+void emb_softmax_rows_ref(float *s, size_t m, size_t n, size_t ld, size_t i0, float scale, const float *bias,
+                          size_t window) {
+    size_t n32 = emb_pad32(n), w = window;
+    for (size_t r = 0; r < m; r++) {
+        size_t i = i0 + r, j0 = w && i > w ? i - w : 0, j1 = w && i + w + 1 < n ? i + w + 1 : n;
+        float *row = s + r * ld;
+        float mx = -3.0e38f;
+        for (size_t j = j0; j < j1; j++) {
+            float x = row[j] * scale;
+            if (bias) x = x + bias[(ptrdiff_t)j - (ptrdiff_t)i];
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        float l[4] = {0, 0, 0, 0};
+        for (size_t j = j0; j < j1; j++) {
+            float e = emb_expf(row[j] - mx);
+            row[j] = e;
+            l[j & 3] += e;
+        }
+        float inv = 1.0f / emb_hsum4(l[0], l[1], l[2], l[3]);
+        for (size_t j = 0; j < n32; j++) row[j] = j >= j0 && j < j1 ? row[j] * inv : 0.0f;
+    }
+}

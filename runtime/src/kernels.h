@@ -93,6 +93,19 @@ void emb_attention_heads_ref(const emb_attention_args *a, size_t h0, size_t h1, 
 /* Every head of a packed problem qkv (n, 3C) → out (n, C), no bias or window. */
 void emb_attention_ref(const float *qkv, size_t n, size_t c, size_t n_heads, float *out, float *scores);
 
+/*
+ * The softmax of int8 attention (attention_q8.c), for m query rows i0 .. i0+m-1 of one head of a
+ * sequence of n tokens. Row r of s (stride ld ≥ pad32(n)) holds the raw scores q·k of keys
+ * 0 .. n-1 (what lies beyond is ignored); it becomes the probabilities
+ *     p_j = exp(x_j − max) / Σ exp(x_k − max),   x_j = s_j · scale (+ bias[j − i]),
+ * over the keys of the query's window (|i − j| ≤ window; every key when window is 0), with
+ * p_j = 0 for the other keys and for j in n .. pad32(n)-1, so that a row is whole int8 blocks.
+ * bias points at j − i = 0 of the head's relative bias row (as emb_attention_args), or NULL.
+ * The operations are the fp32 attention's, in its order: the same probabilities.
+ */
+void emb_softmax_rows_ref(float *s, size_t m, size_t n, size_t ld, size_t i0, float scale, const float *bias,
+                          size_t window);
+
 #if defined(__wasm_simd128__)
 void emb_quantize_rows_simd128(const float *x, size_t m, size_t k, int8_t *q, float *s);
 /* the same codes, widened to 16 bits: the SIMD128 GEMM splats four of them with one load */
@@ -102,6 +115,8 @@ void emb_layernorm_simd128(float *x, const float *residual, size_t m, size_t c, 
                            const float *beta, float eps);
 void emb_gelu_simd128(float *x, size_t n);
 void emb_attention_simd128(const emb_attention_args *a, size_t h0, size_t h1, float *scratch);
+void emb_softmax_rows_simd128(float *s, size_t m, size_t n, size_t ld, size_t i0, float scale, const float *bias,
+                              size_t window);
 #endif
 #if defined(__wasm_relaxed_simd__)
 void emb_gemm_q8_relaxed(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
@@ -135,11 +150,23 @@ typedef struct emb_kernels {
                       const float *beta, float eps);
     void (*gelu)(float *x, size_t n);
     void (*attention)(const emb_attention_args *a, size_t h0, size_t h1, float *scratch);
+    void (*softmax_rows)(float *s, size_t m, size_t n, size_t ld, size_t i0, float scale, const float *bias,
+                         size_t window);
 } emb_kernels;
 
 /* Floats of attention scratch for one sequence of n tokens and head size d (any kernel set):
    keys transposed (d, n rounded up to 16) and scores of 4 queries, or the reference's n scores. */
 static inline size_t emb_attention_scratch(size_t n, size_t d) { return (d + 4) * ((n + 15) & ~(size_t)15); }
+
+/*
+ * attention_q8.c: the int8 attention, heads h0 .. h1-1 of one sequence, on kernel set k: QKᵀ and
+ * P·V are int8 GEMMs with a scale per row and block of 32 (queries and keys blocked along D,
+ * probabilities and values along the keys), the softmax k->softmax_rows in fp32. Every set
+ * gives the reference's bits because it is made of kernels that do. scratch: at least
+ * emb_attention_q8_scratch(n, D) bytes, 64-byte aligned.
+ */
+void emb_attention_q8(const emb_kernels *k, const emb_attention_args *a, size_t h0, size_t h1, void *scratch);
+size_t emb_attention_q8_scratch(size_t n, size_t d);
 
 #if EMB_KERNELS == EMB_KERNELS_NATIVE
 /* The native kernel sets. Each file defines its table on every architecture; a set for another

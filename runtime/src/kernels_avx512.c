@@ -170,6 +170,7 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
 #define vst_i8(p, v) _mm_storeu_si128((__m128i *)(p), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v)))
 #define f4zero() _mm_setzero_ps()
 #define f4store(p, a) _mm_storeu_ps((p), (a))
+#define f4load(p) _mm_loadu_ps(p)
 INLINE AVX512 __m128 f4sum4(__m128 a, __m512 v) {
     a = _mm_add_ps(a, _mm512_castps512_ps128(v));
     a = _mm_add_ps(a, _mm512_extractf32x4_ps(v, 1));
@@ -185,14 +186,14 @@ static int supported_avx512(void) {
 
 const emb_kernels emb_kernels_avx512vnni = {
     "avx512-vnni", supported_avx512, quantize_rows_avx512, gemm_q8_avx512, layernorm_avx512, gelu_avx512,
-    attention_avx512,
+    attention_avx512, softmax_rows_avx512,
 };
 
 #elif EMB_KERNELS == EMB_KERNELS_NATIVE
 static int unsupported(void) { return 0; }
 const emb_kernels emb_kernels_avx512vnni = {
     "avx512-vnni", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 #else
 typedef int emb_kernels_avx512_unused; /* wasm: ISO C wants a declaration in every file */

@@ -163,6 +163,7 @@ static void gemm_q8_neon(const int8_t *xq, const float *xs, size_t m, const emb_
 #define vhmax(v) vmaxvq_f32(v)
 #define f4zero() vdupq_n_f32(0.0f)
 #define f4store(p, a) vst1q_f32((p), (a))
+#define f4load(p) vld1q_f32(p)
 #define f4sum4(a, v) vaddq_f32((a), (v))
 /* a > b ? a : b and a < b ? a : b exactly (fmax/fmin would return NaN for a NaN) */
 INLINE float32x4_t vmax_gt(float32x4_t a, float32x4_t b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
@@ -182,21 +183,22 @@ static int supported_dotprod(void) { return 0; }
 
 const emb_kernels emb_kernels_neon_dotprod = {
     "neon-dotprod", supported_dotprod, quantize_rows_neon, gemm_q8_dotprod, layernorm_neon, gelu_neon,
-    attention_neon,
+    attention_neon, softmax_rows_neon,
 };
 const emb_kernels emb_kernels_neon = {
     "neon", NULL, quantize_rows_neon, gemm_q8_neon, layernorm_neon, gelu_neon, attention_neon,
+    softmax_rows_neon,
 };
 
 #elif EMB_KERNELS == EMB_KERNELS_NATIVE
 static int unsupported(void) { return 0; }
 const emb_kernels emb_kernels_neon_dotprod = {
     "neon-dotprod", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 const emb_kernels emb_kernels_neon = {
     "neon", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 #else
 typedef int emb_kernels_neon_unused; /* wasm: ISO C wants a declaration in every file */

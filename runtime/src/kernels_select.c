@@ -19,7 +19,7 @@
 
 const emb_kernels emb_kernels_reference = {
     "reference", NULL, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 
 /* ── the self-check ────────────────────────────────────────────────────────────────── */
@@ -134,6 +134,20 @@ static int check_float_kernels(const emb_kernels *k, check_rng *r) {
             k->attention(&a2, h0, h, sc);
             ok = same_bytes(o1, o2, 4 * n * ldo);
         }
+        emb_dealloc(sc);
+        /* the int8 attention (its softmax, and the GEMM and quantization on these shapes) */
+        size_t bytes = emb_attention_q8_scratch(n, c / h);
+        sc = ok ? emb_alloc(bytes) : NULL;
+        ok = ok && sc;
+        if (ok) {
+            emb_attention_args a1 = {qkv, ldq, o1, ldo, n, c, h, shapes[s][5] ? bias : NULL, bias_ld, n - 1,
+                                     shapes[s][4]};
+            emb_attention_args a2 = a1;
+            a2.out = o2;
+            emb_attention_q8(&emb_kernels_reference, &a1, h0, h, sc);
+            emb_attention_q8(k, &a2, h0, h, sc);
+            ok = same_bytes(o1, o2, 4 * n * ldo);
+        }
         emb_dealloc(qkv), emb_dealloc(o1), emb_dealloc(o2), emb_dealloc(sc), emb_dealloc(bias);
         if (!ok) return 0;
     }
@@ -194,13 +208,16 @@ const char *emb_kernels_available(void) {
 
 #if EMB_KERNELS == EMB_KERNELS_RELAXED
 static const emb_kernels builtin = {"relaxed-simd", NULL, emb_quantize_rows_simd128, emb_gemm_q8_relaxed,
-                                    emb_layernorm_simd128, emb_gelu_simd128, emb_attention_simd128};
+                                    emb_layernorm_simd128, emb_gelu_simd128, emb_attention_simd128,
+                                    emb_softmax_rows_simd128};
 #elif EMB_KERNELS == EMB_KERNELS_SIMD128
 static const emb_kernels builtin = {"simd128", NULL, emb_quantize_rows16_simd128, emb_gemm_q8_simd128,
-                                    emb_layernorm_simd128, emb_gelu_simd128, emb_attention_simd128};
+                                    emb_layernorm_simd128, emb_gelu_simd128, emb_attention_simd128,
+                                    emb_softmax_rows_simd128};
 #else
 static const emb_kernels builtin = {"reference", NULL, emb_quantize_rows_ref, emb_gemm_q8_ref,
-                                    emb_layernorm_ref, emb_gelu_ref, emb_attention_heads_ref};
+                                    emb_layernorm_ref, emb_gelu_ref, emb_attention_heads_ref,
+                                    emb_softmax_rows_ref};
 #endif
 
 const emb_kernels *emb_kernels_find(const char *name) {

@@ -375,3 +375,70 @@ void emb_attention_simd128(const emb_attention_args *args, size_t h0, size_t h1,
         }
     }
 }
+
+/* ── the softmax of int8 attention ─────────────────────────────────────────────────── */
+
+/* emb_softmax_rows_ref: vectors of 4 keys inside the window, its ragged edges one by one, each
+   lane of the sum in increasing key order. */
+void emb_softmax_rows_simd128(float *s, size_t m, size_t n, size_t ld, size_t i0, float scale, const float *bias,
+                              size_t window) {
+    size_t n32 = (n + 31) & ~(size_t)31, w = window;
+    for (size_t r = 0; r < m; r++) {
+        size_t i = i0 + r, j0 = w && i > w ? i - w : 0, j1 = w && i + w + 1 < n ? i + w + 1 : n;
+        size_t ja = (j0 + 3) & ~(size_t)3, jb;
+        if (ja > j1) ja = j1;
+        jb = ja + (j1 - ja) / 4 * 4;
+        float *row = s + r * ld;
+        const float *b = bias ? bias - (ptrdiff_t)i : NULL; /* b[j]: the bias of key j */
+        v128_t vs = wasm_f32x4_splat(scale), vm = wasm_f32x4_splat(-3.0e38f);
+        float mx = -3.0e38f;
+        for (size_t j = j0; j < ja; j++) {
+            float x = row[j] * scale;
+            if (b) x = x + b[j];
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        for (size_t j = ja; j < jb; j += 4) {
+            v128_t x = wasm_f32x4_mul(wasm_v128_load(row + j), vs);
+            if (b) x = wasm_f32x4_add(x, wasm_v128_load(b + j));
+            wasm_v128_store(row + j, x);
+            vm = wasm_f32x4_pmax(vm, x); /* x > vm ? x : vm, NaN skipped like the reference */
+        }
+        for (size_t j = jb; j < j1; j++) {
+            float x = row[j] * scale;
+            if (b) x = x + b[j];
+            row[j] = x;
+            mx = x > mx ? x : mx;
+        }
+        for (int l = 0; l < 4 && jb > ja; l++) {
+            float e = l == 0 ? wasm_f32x4_extract_lane(vm, 0) : l == 1 ? wasm_f32x4_extract_lane(vm, 1)
+                      : l == 2 ? wasm_f32x4_extract_lane(vm, 2) : wasm_f32x4_extract_lane(vm, 3);
+            mx = e > mx ? e : mx;
+        }
+        float l4[4] = {0, 0, 0, 0};
+        for (size_t j = j0; j < ja; j++) {
+            float e = emb_expf(row[j] - mx);
+            row[j] = e;
+            l4[j & 3] += e;
+        }
+        v128_t vmx = wasm_f32x4_splat(mx), a = wasm_v128_load(l4);
+        for (size_t j = ja; j < jb; j += 4) {
+            v128_t e = exp4(wasm_f32x4_sub(wasm_v128_load(row + j), vmx));
+            wasm_v128_store(row + j, e);
+            a = wasm_f32x4_add(a, e);
+        }
+        wasm_v128_store(l4, a);
+        for (size_t j = jb; j < j1; j++) {
+            float e = emb_expf(row[j] - mx);
+            row[j] = e;
+            l4[j & 3] += e;
+        }
+        float inv = 1.0f / emb_hsum4(l4[0], l4[1], l4[2], l4[3]);
+        v128_t vi = wasm_f32x4_splat(inv);
+        for (size_t j = 0; j < j0; j++) row[j] = 0.0f;
+        for (size_t j = j0; j < ja; j++) row[j] = row[j] * inv;
+        for (size_t j = ja; j < jb; j += 4) wasm_v128_store(row + j, wasm_f32x4_mul(wasm_v128_load(row + j), vi));
+        for (size_t j = jb; j < j1; j++) row[j] = row[j] * inv;
+        for (size_t j = j1; j < n32; j++) row[j] = 0.0f;
+    }
+}

@@ -226,6 +226,7 @@ EMB_VNNI_YMM_GEMM(gemm_q8_avxvnni_evex, AVX512VL, dpbusd_evex)
 #define vpow2(n) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
 #define f4zero() _mm_setzero_ps()
 #define f4store(p, a) _mm_storeu_ps((p), (a))
+#define f4load(p) _mm_loadu_ps(p)
 INLINE AVX2 float vhmax(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_shuffle_ps(m, m, 0x4E));
@@ -252,28 +253,30 @@ static int supported_evex(void) {
 
 const emb_kernels emb_kernels_avxvnni = {
     "avx-vnni", supported_avxvnni, quantize_rows_avx2, gemm_q8_avxvnni, layernorm_avx2, gelu_avx2, attention_avx2,
+    softmax_rows_avx2,
 };
 const emb_kernels emb_kernels_avx2 = {
     "avx2", supported_avx2, quantize_rows_avx2, gemm_q8_avx2, layernorm_avx2, gelu_avx2, attention_avx2,
+    softmax_rows_avx2,
 };
 const emb_kernels emb_kernels_avxvnni_evex = {
     "avx-vnni-evex", supported_evex, quantize_rows_avx2, gemm_q8_avxvnni_evex, layernorm_avx2, gelu_avx2,
-    attention_avx2,
+    attention_avx2, softmax_rows_avx2,
 };
 
 #elif EMB_KERNELS == EMB_KERNELS_NATIVE
 static int unsupported(void) { return 0; }
 const emb_kernels emb_kernels_avxvnni = {
     "avx-vnni", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 const emb_kernels emb_kernels_avx2 = {
     "avx2", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 const emb_kernels emb_kernels_avxvnni_evex = {
     "avx-vnni-evex", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
-    emb_attention_heads_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 #else
 typedef int emb_kernels_x86_unused; /* wasm: ISO C wants a declaration in every file */

@@ -87,6 +87,7 @@ typedef struct emb_config {
     int32_t act;              /* emb_act of the FFN */
     int32_t final_norm;
     int32_t local_window;     /* sliding window half width w (|i - j| <= w); 0 when no layer is local */
+    int32_t attention_q8;     /* attention products in int8 (attention_q8.c), else fp32 (the kernel set's) */
     int32_t pooling;          /* emb_pooling: the first of pool_modes */
     int32_t n_pool_modes;     /* modes concatenated, in the model's order (sentence-transformers) */
     int32_t pool_modes[6];

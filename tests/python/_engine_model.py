@@ -7,6 +7,7 @@ int8 rounding), and use ``random_model`` for small random models of any feature 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import erf, sqrt
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,8 @@ class Model:
                 return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], axis=-1)
 
             q, k = rot(q), rot(k)
-        s = (q @ k.transpose(0, 2, 1)) * np.float32(1 / sqrt(d))
+        int8 = m.get("attention", "fp32") == "int8"  # attention_q8.c: int8 QKᵀ and P·V
+        s = (self.scores_int8(q, k) if int8 else q @ k.transpose(0, 2, 1)) * np.float32(1 / sqrt(d))
         if int(m["relative_buckets"]):
             ml = int(m["max_length"])
             rel = np.arange(n)[None, :] - np.arange(n)[:, None]
@@ -133,8 +135,38 @@ class Model:
             far = np.abs(np.arange(n)[None, :] - np.arange(n)[:, None]) > w
             s = np.where(far[None], -np.inf, s)
         s = np.exp(s - s.max(-1, keepdims=True))
-        a = (s / s.sum(-1, keepdims=True)) @ v
+        p = s / s.sum(-1, keepdims=True)
+        a = self.products_int8(p, v) if int8 else p @ v
         return np.asarray(a.transpose(1, 0, 2).reshape(n, c), dtype=np.float32)
+
+    @staticmethod
+    def scores_int8(q: F32, k: F32) -> F32:
+        """Q·Kᵀ per head (H, n, D) of int8 rows, blocks of 32 along D (zero-padded)."""
+        return Model._block_products(q, k)
+
+    @staticmethod
+    def products_int8(p: F32, v: F32) -> F32:
+        """P·V per head: P (H, n, n) and Vᵀ (H, D, n) as int8 rows, blocks of 32 keys."""
+        return Model._block_products(p, v.transpose(0, 2, 1))
+
+    @staticmethod
+    def _block_products(a: F32, b: F32) -> F32:
+        """Σ over blocks of (s_a·s_b)·(codes·codes), a (H, M, K) by b (H, N, K): the int8 GEMM."""
+        h, k = a.shape[0], a.shape[2]
+        kp = (k + 31) // 32 * 32
+        out = []
+        for i in range(h):
+            ap = np.zeros((a.shape[1], kp), np.float32)
+            bp = np.zeros((b.shape[1], kp), np.float32)
+            ap[:, :k], bp[:, :k] = a[i], b[i]
+            qa, sa = quantize(ap)
+            qb, sb = quantize(bp)
+            isum = np.einsum("mbk,nbk->mnb", qa, qb)  # exact in float32
+            y = np.zeros((ap.shape[0], bp.shape[0]), np.float32)
+            for blk in range(isum.shape[2]):
+                y += (sa[:, None, blk] * sb[None, :, blk]) * isum[:, :, blk]
+            out.append(y)
+        return np.asarray(np.stack(out), dtype=np.float32)
 
     def tokens(self, ids: list[int], types: list[int] | None = None) -> F32:
         """The last hidden states (n, C) of one sequence."""
@@ -337,6 +369,11 @@ FEATURES: dict[str, tuple[BundleConfig, tuple[int, ...]]] = {
                       ffn_bias=False, final_norm=True, ffn="glu", activation="silu",
                       layer_attention="gg", type_vocab_size=0), ()),
 }
+# int8 attention (attention_q8.c): QKᵀ and P·V as int8 products, with ragged head sizes,
+# relative biases and a sliding window
+for _name in ("bert", "ragged", "mpnet", "modernbert"):
+    _c, _d = FEATURES[_name]
+    FEATURES[f"{_name}-int8-attention"] = (replace(_c, attention="int8"), _d)
 
 # one small model per head: a reranker's classifier, a SPLADE masked-LM head (tied decoder)
 HEADS: dict[str, BundleConfig] = {

@@ -103,3 +103,22 @@ def test_a_version_1_bundle_is_refused_or_rewritten(model_dir: Path, tmp_path: P
     assert bundle.read_bytes() == raw
     record = json.loads(manifest_path.read_text(encoding="utf-8"))["bundles"]["int8"]
     assert record["format_version"] == 2 and record["size"] == len(raw)
+
+
+def test_the_attention_kind_is_recorded_and_kept(model_dir: Path) -> None:
+    """``export_bundle(attention="int8")`` rewrites the cached bundle with int8 attention and
+    records it; a later call without a kind (``Embedder.load``'s) keeps it; asking for fp32
+    again gives back the default bundle, byte for byte."""
+    from safetensors import safe_open
+
+    from edgembed.export import export_bundle
+
+    bundle = model_dir / f"{NAME}.int8.emb"
+    fp32 = bundle.read_bytes()
+    record, path = export_bundle(NAME, attention="int8")
+    assert path == bundle and record["attention"] == "int8" and bundle.read_bytes() != fp32
+    with safe_open(str(bundle), "np") as f:
+        assert f.metadata()["attention"] == "int8"
+    assert export_bundle(NAME)[0]["sha256"] == record["sha256"]
+    record, _ = export_bundle(NAME, attention="fp32")
+    assert record["attention"] == "fp32" and bundle.read_bytes() == fp32

@@ -36,6 +36,7 @@ typedef struct synth_spec {
     int include_prompt, normalize;
     int n_dense, dense_e[2], dense_bias;
     const char *dense_act[2];
+    const char *attention;    /* "int8", "fp32", or NULL: no key (bundles written before it: fp32) */
     const char *version;      /* "2" */
     int bad_crc;
     const char *extra_meta;   /* appended to the metadata as is, e.g. ",\"x\":\"1\"" */
@@ -250,6 +251,7 @@ static uint8_t *synth_bundle(const synth_spec *sp, size_t *size) {
     }
     sb_meta(&x.hdr, "quantization", "int8-block32");
     sb_meta(&x.hdr, "weight_layout", "n4k4");
+    if (sp->attention) sb_meta(&x.hdr, "attention", sp->attention);
     sb_meta(&x.hdr, "tokenizer", "wordpiece");
     sb_meta(&x.hdr, "tokenizer.lowercase", "true");
     sb_meta(&x.hdr, "tokenizer.strip_accents", "true");

@@ -389,6 +389,13 @@ static void test_bundle_errors(void) {
     sp.extra_meta = ",\"tokenizer.something_new\":\"1\"";
     CHECK(load_spec(&sp) == EMB_STATUS_OK, "tokenizer.* keys belong to the tokenizer");
     sp = synth_bert();
+    sp.attention = "int4";
+    CHECK(load_spec(&sp) == EMB_STATUS_UNSUPPORTED, "an attention kind this engine does not run");
+    sp.attention = "int8";
+    CHECK(load_spec(&sp) == EMB_STATUS_OK, "int8 attention");
+    sp.attention = "fp32";
+    CHECK(load_spec(&sp) == EMB_STATUS_OK, "fp32 attention");
+    sp = synth_bert();
     sp.extra_tensor = "layers.0.attention.qkv.extra";
     CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "an unused tensor");
     sp = synth_bert();
@@ -893,17 +900,23 @@ static void check_model(const model_case *mc) {
 }
 
 static void test_features(void) {
-    model_case cases[16];
+    model_case cases[24];
     int n = 0;
     synth_spec s = synth_bert();
     cases[n++] = (model_case){"bert", s};
+    s.attention = "int8";
+    cases[n++] = (model_case){"bert-int8-attention", s};
     s = synth_bert();  /* sizes no vector divides: C = 45 (D = 9), F = 100 */
     s.c = 45, s.heads = 5, s.f = 100, s.max_positions = 24, s.max_length = 20, s.vocab = 30, s.pooling = "max";
     cases[n++] = (model_case){"ragged", s};
+    s.attention = "int8";
+    cases[n++] = (model_case){"ragged-int8-attention", s};
     s = synth_bert();  /* MPNet: relative buckets, positions from padding_idx + 1, no token types */
     s.c = 48, s.heads = 4, s.f = 96, s.max_positions = 30, s.max_length = 24, s.offset = 2, s.pad_id = 1;
-    s.buckets = 32, s.types = 0, s.vocab = 20;
+    s.buckets = 32, s.types = 0, s.vocab = 20, s.attention = "fp32";
     cases[n++] = (model_case){"mpnet", s};
+    s.attention = "int8", s.max_positions = 80, s.max_length = 70;  /* more queries than one pass */
+    cases[n++] = (model_case){"mpnet-int8-attention", s};
     s = synth_bert();  /* RoBERTa / XLM-R: one token type, positions from padding_idx + 1 */
     s.c = 64, s.heads = 2, s.f = 128, s.max_positions = 22, s.max_length = 20, s.offset = 2, s.pad_id = 1, s.types = 1;
     s.pooling = "cls", s.act = "gelu_tanh";
@@ -913,11 +926,15 @@ static void test_features(void) {
     s.pre_norm = 1, s.norm_bias = 0, s.linear_bias = 0, s.final_norm = 1, s.glu = 1, s.no_first_attn_norm = 1;
     s.pattern = "glll", s.window = 6, s.vocab = 50, s.normalize = 0;
     cases[n++] = (model_case){"modernbert", s};
-    s.linear_bias = 1, s.no_ffn_bias = 1, s.norm_bias = 1;  /* attention biases only */
+    s.attention = "int8";
+    cases[n++] = (model_case){"modernbert-int8-attention", s};
+    s.attention = NULL, s.linear_bias = 1, s.no_ffn_bias = 1, s.norm_bias = 1;  /* attention biases only */
     cases[n++] = (model_case){"modernbert-attention-bias", s};
     s = cases[n - 1].sp;  /* the same with head size 26 and a window wider than the sequences */
     s.c = 52, s.heads = 2, s.f = 33, s.window = 64, s.pooling = "mean_sqrt_len_tokens", s.act = "relu";
     cases[n++] = (model_case){"modernbert-ragged", s};
+    s.attention = "int8";
+    cases[n++] = (model_case){"modernbert-ragged-int8-attention", s};
     s = synth_bert();  /* Dense modules after the pooling, prompts left out of it */
     s.c = 32, s.max_positions = 16, s.max_length = 16, s.n_dense = 2, s.dense_e[0] = 20, s.dense_e[1] = 12;
     s.dense_act[0] = "tanh", s.dense_act[1] = "identity", s.dense_bias = 1, s.include_prompt = 0, s.pooling = "weightedmean";

@@ -120,6 +120,17 @@ static int test_float_kernels(void) {
         emb_attention_simd128(&a2, 0, h, sc);
         bad += !same(o1, o2, n * c * 4);
     }
+    /* the softmax of int8 attention (n, window, bias, first query): garbage past n is ignored */
+    static const int soft[][4] = {{1, 0, 0, 0}, {9, 0, 1, 0}, {NMAX, 0, 1, 3}, {NMAX, 5, 0, 20}, {23, 3, 1, 7},
+                                  {NMAX, 40, 1, 30}};
+    for (unsigned t = 0; t < sizeof soft / sizeof soft[0]; t++) {
+        size_t n = (size_t)soft[t][0], ld = 64, i0 = (size_t)soft[t][3], m = n - i0 < 4 ? n - i0 : 4;
+        for (size_t i = 0; i < 4 * ld; i++) a[i] = b[i] = i % ld < n ? frand(-30, 30) : emb_bits_to_float(0x7FC00000u);
+        const float *brow = soft[t][2] ? bias + (n - 1) : NULL;
+        emb_softmax_rows_ref(a, m, n, ld, i0, 0.125f, brow, (size_t)soft[t][1]);
+        emb_softmax_rows_simd128(b, m, n, ld, i0, 0.125f, brow, (size_t)soft[t][1]);
+        bad += !same(a, b, m * ld * 4);
+    }
     emb_dealloc(bias);
     emb_dealloc(a), emb_dealloc(b), emb_dealloc(r), emb_dealloc(g), emb_dealloc(be), emb_dealloc(o1), emb_dealloc(o2),
         emb_dealloc(sc);

@@ -188,12 +188,16 @@ def export_bundle(
     *,
     out: str | os.PathLike[str] | None = None,
     force: bool = False,
+    attention: str | None = None,
 ) -> tuple[dict[str, object], Path]:
     """Write the C engine's int8 bundle (``<name>.int8.emb``) and record it in the manifest.
 
     The bundle goes into the model's cache directory unless ``out`` names a file; its size,
-    sha256 and format version are recorded in ``edgembed.json`` under ``bundles.int8`` either
-    way. A recorded bundle of another format version is rewritten.
+    sha256, format version and attention kind are recorded in ``edgembed.json`` under
+    ``bundles.int8`` either way. A recorded bundle of another format version, or of another
+    attention kind than ``attention`` asks for, is rewritten. ``attention``: "fp32" or "int8"
+    (the attention's products, docs/quantization.md, "Attention"); None keeps the recorded
+    bundle's kind (fp32 for a new one).
     """
     from .bundle import BUNDLE_VERSION, write_bundle
 
@@ -208,8 +212,11 @@ def export_bundle(
     stem = pulled.spec.name.replace("/", "--")  # a hub id ORG/NAME names one file
     target = Path(out) if out is not None else model_dir / f"{stem}.int8.emb"
     entry = manifest.bundles.get("int8")
+    if attention is None:
+        attention = str(entry.get("attention", "fp32")) if entry else "fp32"
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
             and entry.get("format_version") == BUNDLE_VERSION
+            and entry.get("attention", "fp32") == attention
             and target.is_file() and target.stat().st_size == entry.get("size")):
         return entry, target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -217,7 +224,8 @@ def export_bundle(
     os.close(fd)
     try:
         info = write_bundle(pulled.source_dir, Path(tmp), max_length=pulled.spec.max_seq_length,
-                            name=pulled.spec.name, task=pulled.spec.task)
+                            name=pulled.spec.name, task=pulled.spec.task,
+                            attention=attention)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -229,6 +237,7 @@ def export_bundle(
         "sha256": str(info["sha256"]),
         "scheme": "int8-b32",
         "format_version": BUNDLE_VERSION,
+        "attention": attention,
     }
     manifest.bundles["int8"] = record
     manifest.save(model_dir)

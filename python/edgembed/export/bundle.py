@@ -26,7 +26,7 @@ import re
 import struct
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from .tokenizer_tables import tokenizer_tables
 
 __all__ = [
     "ACTIVATIONS",
+    "ATTENTION_KINDS",
     "BUNDLE_VERSION",
     "BUNDLE_VERSION_MAX",
     "BUNDLE_VERSION_MIN",
@@ -79,6 +80,7 @@ HEADS = ("none", "classifier", "mlm")
 CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh", "identity")
 SPARSE_POOLINGS = ("max", "sum")
 SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
+ATTENTION_KINDS = ("int8", "fp32")  # the attention's products: int8 GEMMs, or fp32
 MAX_DENSE = 8
 _NAME_RE = re.compile(r"^[\x20-\x7e]{1,128}$")
 _CRC_PLACEHOLDER = b'"crc32":"00000000"'
@@ -140,6 +142,7 @@ class BundleConfig:
     sparse_pooling: str = "max"            # or "sum"
     sparse_activation: str = "relu"        # or "log1p_relu"
     sparse_max_active_dims: int = 0        # the model's max_active_dims (0: every weight)
+    attention: str = "fp32"                # or "int8": QKᵀ and P·V in int8 (docs/quantization.md)
     extra: dict[str, str] = field(default_factory=dict)  # not written; reserved for callers
 
     @property
@@ -231,6 +234,8 @@ class BundleConfig:
         for key, value, choices in head_choices:
             if value not in choices:
                 raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
+        if self.attention not in ATTENTION_KINDS:
+            raise bad(f"attention {self.attention!r} (supported: {', '.join(ATTENTION_KINDS)})")
 
     def metadata(self) -> dict[str, str]:
         """The configuration's metadata strings, in the order edgembed.h lists them."""
@@ -278,6 +283,8 @@ class BundleConfig:
             if self.sparse_max_active_dims:  # only when set: older engines refuse the key
                 m["sparse.max_active_dims"] = str(self.sparse_max_active_dims)
         m.update({"quantization": "int8-block32", "weight_layout": "n4k4"})
+        if self.attention != "fp32":  # absent: fp32 (and the bytes of fp32 bundles unchanged)
+            m["attention"] = self.attention
         return m
 
 
@@ -726,6 +733,7 @@ def write_bundle(
     max_length: int | None = None,
     name: str | None = None,
     task: Task | None = None,
+    attention: str = "fp32",
 ) -> dict[str, Any]:
     """Write the engine bundle of a sentence-transformers model directory to ``out``.
 
@@ -733,13 +741,16 @@ def write_bundle(
     Dense, the head of a cross-encoder or SPLADE model) and ``load_weights`` (canonical
     tensors); ``max_length`` defaults to the model's max_seq_length; ``task`` is the catalog's
     word for files that do not say it themselves (a bare ``BertForMaskedLM`` is a SPLADE model
-    only when its entry says ``sparse``). Returns the bundle's metadata strings plus ``path``,
-    ``size`` (bytes) and ``sha256`` (of the whole file), for the model manifest.
+    only when its entry says ``sparse``). ``attention="int8"`` computes the attention's
+    products (QKᵀ, P·V) in int8 too (docs/quantization.md, "Attention"); the default is fp32.
+    Returns the bundle's metadata strings plus ``path``, ``size`` (bytes) and ``sha256`` (of
+    the whole file), for the model manifest.
     """
     hf_dir, out = Path(hf_dir), Path(out)
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
     desc = read_model_dir(hf_dir, task=task)
-    config = bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name)
+    config = replace(bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name),
+                     attention=attention)
     v = config.vocab_size
     # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
     streaming = tok_meta["tokenizer"] == "wordpiece" and "tokenizer.normalizers" not in tok_meta

@@ -26,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to write the bundle (default: NAME.int8.emb in the current "
                              "directory); the engine's own copy stays in the model's cache")
     parser.add_argument("--force", action="store_true", help="rewrite an existing bundle")
+    parser.add_argument("--attention", choices=("fp32", "int8"),
+                        help="the attention's products (QKᵀ, P·V): fp32 or int8, a little "
+                             "faster on long texts and slightly less accurate "
+                             "(docs/quantization.md); default: the cached bundle's, else fp32")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     from . import export_bundle
 
-    record, cached = export_bundle(args.model, force=args.force)  # the cache's, recorded
+    record, cached = export_bundle(args.model, force=args.force,
+                                   attention=args.attention)  # the cache's, recorded
     target = Path(args.output) if args.output else Path.cwd() / cached.name
     if target.is_dir():
         target = target / cached.name
