@@ -1,4 +1,5 @@
-"""A long text for a WordPiece tokenizer, shortened to a text with the same token ids.
+"""Long texts without whitespace to cut at: shortened for WordPiece, cut inside a word for
+byte-level BPE and Unigram, with the token ids of the whole text.
 
 ``tokenizers`` keeps alignments per byte, so a 50 MB line costs gigabytes to tokenize, even
 when truncation then keeps 256 tokens. A text with ASCII whitespace is cut before a run of it
@@ -35,8 +36,11 @@ word character, holds whitespace or a mark) is not shortened; nor is a text with
 stripping keeps and NFD could reorder across a chunk (the musical symbols): the caller then
 tokenizes the whole text. The character classes are built from ``unicodedata`` once per
 process (about a second), on the first long text.
+:class:`InWordCuts` finds, for byte-level BPE and Unigram tokenizers, where a long word of
+letters can be cut with the tokens before the cut kept (no vocabulary entry spans it).
+
 tests/python/attack/test_attack_long_text.py checks the ids against ``tokenizers`` on the
-whole text, and each class one code point at a time.
+whole text, and the shrinker's classes one code point at a time.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import re
 import unicodedata
 from typing import Any
 
-__all__ = ["WordPieceShrinker"]
+__all__ = ["InWordCuts", "WordPieceShrinker"]
 
 
 class _Unknown(Exception):
@@ -291,3 +295,119 @@ class WordPieceShrinker:
             if need is None and size > 64 * _CHUNK:
                 return None
         return "".join(out), True
+
+
+# --- byte-level BPE and Unigram: a cut inside a run of letters --------------------------------
+
+_LETTERS = re.compile(
+    "[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u017f\u0391-\u03a1\u03a3-\u03a9\u03b1-\u03c9"
+    "\u0410-\u044f\u05d0-\u05ea\u0620-\u063f\u0641-\u064a\u3041-\u3096\u30a1-\u30fa"
+    "\u4e00-\u9fff\uac00-\ud7a3]+")
+_SEARCH = 4096  # positions tried for a cut inside a word, from where one is wanted
+
+
+def _byte_level(s: str) -> str:
+    """``s`` in the byte-level alphabet of GPT-2's BPE (one character per UTF-8 byte)."""
+    table = _byte_table()
+    return "".join(table[b] for b in s.encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_table() -> list[str]:
+    # GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others from U+0100 on
+    keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table, extra = {b: chr(b) for b in keep}, 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return [table[b] for b in range(256)]
+
+
+_NORMALIZERS = {"NFC", "NFKC", "Precompiled"}
+
+
+class InWordCuts:
+    """Where a long word of letters can be cut for a byte-level BPE or a Unigram tokenizer
+    with the tokens before the cut kept.
+
+    The pipelines (checked by ``of``): NFC, NFKC or SentencePiece's Precompiled normalizer
+    (optionally Strip and a Replace of spaces), then byte-level BPE behind a ByteLevel (or
+    Split + ByteLevel) pre-tokenizer, or Unigram behind Metaspace (optionally after
+    WhitespaceSplit). At a position whose ``reach`` characters on each side are letters of
+    common scripts (Latin, Greek, Cyrillic, Hebrew, Arabic, kana, CJK, Hangul syllables, each
+    its own grapheme and normalized alone), the normalizer and the pre-tokenizer keep the
+    word's start as the prefix's last word; and when no vocabulary entry (in the model's
+    alphabet) spans the position, BPE never merges across it (every merge makes a vocabulary
+    entry) and every Unigram segmentation passes through it (Viterbi's best path to it is the
+    prefix's), so the prefix's tokens are the text's first tokens.
+    """
+
+    def __init__(self, tokenizer: Any, vocab: set[str], byte_level: bool) -> None:
+        self._normalize = (tokenizer.normalizer.normalize_str if tokenizer.normalizer
+                           is not None else (lambda s: s))
+        self._vocab = vocab
+        self._byte_level = byte_level
+        self.reach = max(len(v) for v in vocab) + 1
+        self._added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> InWordCuts | None:
+        try:
+            spec = json.loads(tokenizer.to_str())
+        except Exception:
+            return None
+        model, norm, pre = spec.get("model") or {}, spec.get("normalizer"), spec.get(
+            "pre_tokenizer") or {}
+        norms = norm.get("normalizers") if isinstance(norm, dict) and norm.get(
+            "type") == "Sequence" else ([] if norm is None else [norm])
+        for n in norms or []:
+            kind = n.get("type") if isinstance(n, dict) else None
+            if kind == "Replace":
+                pattern = n.get("pattern") or {}
+                if pattern not in ({"String": " "}, {"Regex": " {2,}"}):
+                    return None
+            elif kind not in _NORMALIZERS and kind != "Strip":
+                return None
+        pres = pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]
+        kinds = [p.get("type") for p in pres or []]
+        if model.get("type") == "BPE":
+            if (model.get("dropout") or model.get("continuing_subword_prefix")
+                    or model.get("end_of_word_suffix") or model.get("ignore_merges")):
+                return None
+            byte_levels = [p for p in pres or [] if p.get("type") == "ByteLevel"]
+            if kinds not in (["ByteLevel"], ["Split", "ByteLevel"]) or len(byte_levels) != 1:
+                return None
+            vocab = set(model.get("vocab") or {})
+            return cls(tokenizer, vocab, True) if vocab else None
+        if model.get("type") == "Unigram":
+            if kinds not in (["Metaspace"], ["WhitespaceSplit", "Metaspace"]):
+                return None
+            vocab = {str(piece) for piece, _score in model.get("vocab") or []}
+            return cls(tokenizer, vocab, False) if vocab else None
+        return None
+
+    def _safe(self, text: str, p: int) -> bool:
+        r = self.reach
+        if p < r or p + r > len(text) or not _LETTERS.fullmatch(text, p - r, p + r):
+            return False
+        left, right = self._normalize(text[p - r: p]), self._normalize(text[p: p + r])
+        if not (left + right).isalpha():
+            return False
+        if self._byte_level:
+            left, right = _byte_level(left), _byte_level(right)
+        window, c = left[-r:] + right[:r], len(left[-r:])
+        for i in range(max(0, c - r), c):
+            for j in range(c + 1, min(len(window), i + r) + 1):
+                if window[i:j] in self._vocab:
+                    return False
+        raw = text[p - r: p + r]
+        return not any(len(t) > 1 and t in raw for t in self._added)
+
+    def cut(self, text: str, at_least: int) -> int | None:
+        """The first position from ``at_least`` (within ``_SEARCH`` of it) where ``text`` can
+        be cut inside a word, None if there is none."""
+        for p in range(max(at_least, 1), min(len(text), at_least + _SEARCH)):
+            if self._safe(text, p):
+                return p
+        return None

@@ -144,14 +144,21 @@ class HFTokenizer:
         self._left: Any = None  # truncating on the left, loaded on first use
         self._left_lock = threading.Lock()
         self._shrinker: Any = False  # WordPieceShrinker (None: none applies), made on first use
+        self._cuts: Any = None  # InWordCuts, made with it
 
     def _shrink(self) -> Any:
         """The WordPieceShrinker of this tokenizer, or None (``_long_text``)."""
         if self._shrinker is False:
-            from ._long_text import WordPieceShrinker
+            from ._long_text import InWordCuts, WordPieceShrinker
 
+            self._cuts = InWordCuts.of(self._full)
             self._shrinker = WordPieceShrinker.of(self._full)
         return self._shrinker
+
+    def _in_word_cuts(self) -> Any:
+        """The InWordCuts of this tokenizer, or None (``_long_text``)."""
+        self._shrink()
+        return self._cuts
 
     def _left_truncating(self) -> Any:
         with self._left_lock:
@@ -175,9 +182,9 @@ class HFTokenizer:
             if all(len(t) <= limit for t in texts):
                 encs = self._truncating.encode_batch(texts)
             else:  # long texts by a bounded prefix (encode_truncated)
-                shrinker = self._shrink()
+                shrinker, cuts = self._shrink(), self._in_word_cuts()
                 encs = [e if e is not None else encode_truncated(
-                            self._full, self._truncating, t, self.max_length, shrinker)
+                            self._full, self._truncating, t, self.max_length, shrinker, cuts)
                         for t, e in zip(texts, self._short_encodings(texts, limit),
                                         strict=True)]
             return [e.ids for e in encs], sum(1 for e in encs if e.overflowing)
@@ -196,7 +203,7 @@ class HFTokenizer:
                         f"length {self.max_length}; shorten it or embed with truncation on")
                 texts[i] = short[0]
             elif check:  # a long text's prefix may already show it is too long
-                for prefix in prefixes(t, self.max_length):
+                for prefix in prefixes(t, self.max_length, self._in_word_cuts()):
                     n = len(self._full.encode(prefix).ids)
                     if n > self.max_length:
                         raise InputTooLong(
@@ -503,7 +510,9 @@ class EnginePairTokenizer(_SingleTexts):
 # text's tokens, so once the prefix has more tokens than truncation keeps, its truncated
 # encoding *is* the full text's. Otherwise the prefix grows four times, up to the whole text.
 # A BERT WordPiece tokenizer shortens the text instead (``_long_text.WordPieceShrinker``, which
-# needs no whitespace: a word of more than 100 characters is one [UNK] however long).
+# needs no whitespace: a word of more than 100 characters is one [UNK] however long); byte-level
+# BPE and Unigram tokenizers also cut inside a long word of letters where no vocabulary entry
+# spans the cut (``_long_text.InWordCuts``).
 # tests/python/attack/test_attack_long_text.py checks the ids against full tokenization.
 
 BOUNDED_FROM = 16  # characters per token of max_length before a text is tokenized by prefix
@@ -517,12 +526,17 @@ def safe_prefix(text: str, at_least: int) -> str | None:
     return text[: m.start()] if m else None
 
 
-def prefixes(text: str, max_length: int) -> Iterator[str]:
+def prefixes(text: str, max_length: int, cuts: Any = None) -> Iterator[str]:
     """The prefixes to try, shortest first, for truncating ``text`` at ``max_length`` tokens:
-    nothing for a text short enough to tokenize whole."""
+    nothing for a text short enough to tokenize whole. ``cuts`` (``_long_text.InWordCuts``)
+    adds cuts inside long words of letters, tried first when no whitespace comes soon."""
     size = BOUNDED_FROM * max_length
     while size < len(text):
         prefix = safe_prefix(text, size)
+        if cuts is not None and (prefix is None or len(prefix) > 2 * size):
+            inside = cuts.cut(text, size)
+            if inside is not None:
+                prefix = text[:inside]
         if prefix is None:
             return
         yield prefix
@@ -530,18 +544,19 @@ def prefixes(text: str, max_length: int) -> Iterator[str]:
 
 
 def encode_truncated(full: Any, truncating: Any, text: str, max_length: int,
-                     shrinker: Any = None) -> Any:
+                     shrinker: Any = None, cuts: Any = None) -> Any:
     """``truncating.encode(text)``, computed on a prefix of ``text`` when one suffices.
 
     ``full`` is the same tokenizer without truncation: a prefix suffices when it has more
     tokens than ``max_length`` (so truncation cuts inside it, before the cut). A
     ``_long_text.WordPieceShrinker`` of the tokenizer, when given, shortens the text instead
-    (the ids are the same; offsets are not kept).
+    (the ids are the same; offsets are not kept); ``_long_text.InWordCuts`` adds cuts inside
+    long words of letters for byte-level BPE and Unigram tokenizers.
     """
     short = shrinker.shrink(text, max_length) if shrinker is not None else None
     if short is not None:
         return truncating.encode(short[0])
-    for prefix in prefixes(text, max_length):
+    for prefix in prefixes(text, max_length, cuts):
         if len(full.encode(prefix).ids) > max_length:
             return truncating.encode(prefix)
     return truncating.encode(text)

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgembed import _long_text, _tokenize
-from edgembed._long_text import WordPieceShrinker, _classes
+from edgembed._long_text import InWordCuts, WordPieceShrinker, _byte_level, _classes
 from edgembed._tokenize import encode_truncated, load_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -84,11 +84,12 @@ class Pipeline:
         self.full.no_padding()
         self.truncating.no_padding()
         self.shrinker = WordPieceShrinker.of(self.full)
+        self.cuts = InWordCuts.of(self.full)
 
     def check(self, text: str) -> None:
         whole = self.truncating.encode(text)
         bounded = encode_truncated(self.full, self.truncating, text, self.max_length,
-                                   self.shrinker)
+                                   self.shrinker, self.cuts)
         assert bounded.ids == whole.ids, repr(text[:200])
         assert bool(bounded.overflowing) == bool(whole.overflowing)
         if self.shrinker is None:
@@ -253,3 +254,88 @@ def test_the_embedder_gives_the_same_ids_and_vectors(exported_model_dir: Path) -
         vector = embedder.embed(text)
     assert embedder.tokenize(text) == whole
     assert (embedder.embed(text) == vector).all()
+
+
+# --- byte-level BPE and Unigram: cuts inside long words of letters ------------------------------
+
+TOKENIZER_FIXTURES = ["xlmr-unigram", "unigram-byte-fallback", "roberta-bpe", "modernbert-bpe",
+                      "split-bpe"]
+LETTER_RUNS = ["a", "ab", "abc", "é", "ß", "Ω", "я", "ש", "ب", "漢字", "中", "か", "カ", "한",
+               "xyz", "Straße", "'", "'re", "'s", "1", " ", "\u0301", "🙂", "!", "\u3000", "▁"]
+
+
+def fixture_pipeline(name: str, max_length: int) -> Pipeline:
+    path = FIXTURES / "tokenizers" / name / "tokenizer.json"
+    return Pipeline(lambda: tokenizers.Tokenizer.from_file(str(path)), max_length)
+
+
+letter_runs = st.lists(
+    st.tuples(st.lists(st.sampled_from(LETTER_RUNS), min_size=1, max_size=3).map("".join),
+              st.sampled_from([1, 3, 40, 100, 700, 3000])),
+    min_size=1, max_size=5).map(lambda runs: "".join(piece * n for piece, n in runs))
+
+
+@pytest.mark.parametrize("name", TOKENIZER_FIXTURES)
+@given(text=letter_runs, max_length=st.sampled_from([4, 16, 128]))
+@settings(max_examples=100, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_long_words_for_bpe_and_unigram(name: str, text: str, max_length: int) -> None:
+    fixture_pipeline(name, max_length).check(text)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_FIXTURES)
+def test_random_letters_are_cut_inside_the_word(name: str) -> None:
+    """Random words of 30,000 letters, Latin, CJK and kana: a cut inside the word is found (the
+    prefix path is taken, not the whole text) and gives the whole text's ids."""
+    import random
+
+    rnd = random.Random(20261201)
+    texts = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyzéàß") for _ in range(30_000)),
+             "".join(chr(rnd.randrange(0x4E00, 0xA000)) for _ in range(30_000)),
+             "".join(chr(rnd.randrange(0x3041, 0x3097)) for _ in range(30_000))]
+    for max_length in (8, 512):
+        pipeline = fixture_pipeline(name, max_length)
+        assert pipeline.cuts is not None
+        for text in texts:
+            assert pipeline.cuts.cut(text, 4096) is not None
+            pipeline.check(text)
+
+
+def test_the_byte_level_alphabet_is_tokenizers() -> None:
+    byte_level = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    text = "".join(chr(c) for c in range(0x20, 0x800)) + "漢字🙂\x00\x7f"
+    assert _byte_level(text) == "".join(w for w, _ in byte_level.pre_tokenize_str(text))
+
+
+IN_WORD = """
+import re, sys
+from pathlib import Path
+from edgembed._tokenize import HFTokenizer
+
+def hwm():
+    return int(re.search(r"VmHWM:\\s*(\\d+) kB", open("/proc/self/status").read()).group(1))
+
+tok = HFTokenizer(Path(sys.argv[1]), 512)
+tok.encode(["warm " * 100], truncate=True)
+line = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(4096)) * 3000
+before = hwm()
+ids, truncated = tok.encode([line], truncate=True)
+print(before, hwm(), len(ids[0]), truncated)
+"""
+
+
+@pytest.mark.parametrize("name", ["xlmr-unigram", "roberta-bpe"])
+def test_a_50_mb_word_for_bpe_and_unigram(name: str) -> None:
+    """A 12-million-character word of CJK (36 MB of UTF-8), tokenized by HFTokenizer in a
+    subprocess: the peak RSS grows by tens of MB (gigabytes when tokenized whole)."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("peak memory is read from /proc/self/status (Linux)")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", IN_WORD, str(FIXTURES / "tokenizers" / name)],
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    before, after, n, truncated = (int(v) for v in done.stdout.decode().split())
+    assert (n, truncated) == (512, 1)
+    assert (after - before) / 1024 < 96, f"peak RSS {before // 1024} -> {after // 1024} MiB"
