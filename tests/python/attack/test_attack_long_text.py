@@ -25,7 +25,7 @@ shrinker's character classes are checked one code point at a time against ``toke
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -227,10 +227,13 @@ def test_every_character_is_classed_as_tokenizers_treats_it(kind: str,
             classes[kind_].append(chr(code))
     assert all(len(v) > 20 for v in classes.values())
     half = "a" * 60
-    forms = {"r": (lambda c: "ab" + c + "cd", lambda c: "abcd"),
-             "z": (lambda c: "ab" + c + "cd", lambda c: "ab cd"),
-             "p": (lambda c: "ab" + c + "cd", lambda c: "ab " + c + " cd"),
-             "w": (lambda c: "." + half + c + half + ".", lambda c: ".[UNK].")}
+    Form = Callable[[str], str]  # a text made around one character, and what it must equal
+    forms: dict[str, tuple[Form, Form]] = {
+        "r": (lambda c: "ab" + c + "cd", lambda c: "abcd"),
+        "z": (lambda c: "ab" + c + "cd", lambda c: "ab cd"),
+        "p": (lambda c: "ab" + c + "cd", lambda c: "ab " + c + " cd"),
+        "w": (lambda c: "." + half + c + half + ".", lambda c: ".[UNK]."),
+    }
     wrong = {}
     for name, chars in classes.items():
         made, ref = forms[name]
