@@ -1,21 +1,25 @@
-"""Every example of README.md and docs/*.md runs: the fenced shell and Python blocks, against
-the real ``embed`` command, the Python API and a real ``embed serve``.
+"""Every example of README.md and docs/*.md runs: the fenced shell, Python and JavaScript
+blocks, against the real ``embed`` command, the Python API, a real ``embed serve`` and
+the built npm package.
 
 Every fence names its language. ``text`` (diagrams, pseudo-code, outputs) and ``json`` (data,
-responses) are not examples; ``sh`` and ``python`` blocks run; a block that must not run here
-(a server that runs until stopped, a GPU, another host: a browser, Cloudflare Workers, Pyodide)
-is marked on the line before it, with its reason::
+responses) are not examples; ``sh``, ``python`` and ``js`` blocks run; a block that must not run
+here (a server that runs until stopped, a GPU, another host: a browser, Cloudflare Workers,
+Pyodide; a fragment with placeholders) is marked on the line before it, with its reason::
 
     <!-- docs-test: skip (needs an NVIDIA GPU) -->
 
-and this test lists the reasons (``-rs``); a block in another language (js, c, html) must carry
+and this test lists the reasons (``-rs``); a block in another language (c, html) must carry
 a marker. Shell blocks run with ``bash -e`` in a scratch directory that holds the files the
 examples name (notes.txt, docs.jsonl, corpus.jsonl, docs.csv, docs.parquet, a bundle, ...) and
 a copy of the session's model cache. Python blocks of one page run one after another in one
 fresh interpreter (so a page's later blocks see its earlier ones; top-level ``await`` allowed;
-``KEY`` is defined, as the server examples assume one). One ``embed serve`` (with the Batch
-API) is started for the module and the examples' ``127.0.0.1:8080`` is pointed at it. The
-README's quick start runs verbatim in a fresh copy of the checkout (no .venv, no cache).
+``KEY`` is defined, as the server examples assume one). JavaScript blocks run one by one as ES
+modules in Node, in the same scratch directory, with ``edgembed`` resolving to the checkout's
+built package (js/dist, ``./build.sh js``); a ``console.log(...)`` line whose comment gives
+its output must print exactly that. One ``embed serve`` (with the Batch API) is started for
+the module and the examples' ``127.0.0.1:8080`` is pointed at it. The README's quick start
+runs verbatim in a fresh copy of the checkout (no .venv, no cache).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-RUN = {"sh": "sh", "bash": "sh", "python": "python"}
+RUN = {"sh": "sh", "bash": "sh", "python": "python", "js": "js"}
 # what a fence may hold besides examples: diagrams and pseudo-code (text), data and responses
 # (json); every other block is an example: it runs here (sh, python) or carries a marker
 NOT_EXAMPLES = {"text", "json"}
@@ -59,7 +63,7 @@ class Block:
 
     @property
     def runs(self) -> str | None:
-        """"sh" or "python" when this test runs the block, else None."""
+        """"sh", "python" or "js" when this test runs the block, else None."""
         return None if self.skip else RUN.get(self.lang)
 
 
@@ -206,6 +210,7 @@ def test_every_block_is_run_or_marked() -> None:
                 if b.lang not in NOT_EXAMPLES and b.lang not in RUN and not b.skip]
     assert not unmarked, f"examples this test cannot run, without a docs-test marker: {unmarked}"
     assert sum(1 for b in BLOCKS if b.runs) >= 20
+    assert any(b.runs == "js" for b in BLOCKS), "no JavaScript example runs"
 
 
 def test_markers_give_reasons_and_precede_a_block() -> None:
@@ -249,6 +254,32 @@ def test_python_examples(page: str, server: str, environment: dict[str, str], wo
         files.append(str(f))
     _run([sys.executable, "-c", _PYTHON_RUNNER, *files], environment, workdir,
          f"{page} (blocks at lines {', '.join(str(b.line) for b in runnable)})")
+
+
+JS_PACKAGE = REPO / "js"
+# `console.log(...);  // what it prints`: the comment is the line it must print
+_LOGGED = re.compile(r"^\s*console\.log\(.*\);\s*//\s*(.+?)\s*$")
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "js"], ids=lambda b: b.id)
+def test_js_example(block: Block, environment: dict[str, str], workdir: Path,
+                    tmp_path: Path) -> None:
+    if block.skip:
+        pytest.skip(block.skip)
+    if shutil.which("node") is None or not (JS_PACKAGE / "dist" / "index.js").is_file():
+        pytest.skip("needs node and the built npm package (./build.sh js)")
+    # `import ... from "edgembed"` resolves from the module's own directory
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "edgembed").symlink_to(JS_PACKAGE)
+    module = tmp_path / "example.mjs"
+    module.write_text(block.code + "\n", encoding="utf-8")
+    done = subprocess.run(["node", str(module)], env=environment, cwd=workdir,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, (f"{block.id} failed (exit {done.returncode}):\n"
+                                  f"stdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}")
+    promised = [m.group(1) for ln in block.code.split("\n") if (m := _LOGGED.match(ln))]
+    assert done.stdout.split("\n")[:len(promised)] == promised, (
+        f"{block.id}: its comments say it prints {promised}, it printed {done.stdout!r}")
 
 
 def test_quick_start_on_a_fresh_checkout(tmp_path: Path, model_home: Path) -> None:
