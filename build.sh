@@ -14,7 +14,8 @@
 #   py       build the wheels and the sdist (dist/): manylinux2014 x86_64 and aarch64 (the
 #            engine cross-built for glibc 2.17), the pure wheel for Pyodide, the sdist
 #   release  what .github/workflows/release.yml builds and checks before it publishes: py, the
-#            npm tarball, each installed in a fresh environment and run (publishes nothing)
+#            npm tarball, each installed in a fresh environment and run, the wheel also with its
+#            serve extra as `embed serve` configured by EDGEMBED_* variables (publishes nothing)
 #   bench    run the benchmarks in benchmarks/
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -113,6 +114,52 @@ py() {  # dist/: a wheel per Linux architecture, the pure wheel (Pyodide), the s
   for whl in dist/edgembed-*-manylinux*.whl; do "$VENV/bin/auditwheel" show "$whl"; done
 }
 
+release_serve() {  # the wheel with its serve extra: embed serve configured by EDGEMBED_* only
+  local smoke="$1" whl="$2" port pid
+  step "installing $(basename "$whl")[serve]; embed serve configured by environment variables"
+  "$smoke/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$whl[serve]"
+  port="$("$smoke/venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  EDGEMBED_HOME="$smoke/home" EDGEMBED_HOST=127.0.0.1 EDGEMBED_PORT="$port" \
+    EDGEMBED_BACKEND=native EDGEMBED_API_KEYS=release-key EDGEMBED_NO_ACCESS_LOG=1 \
+    "$smoke/venv/bin/embed" serve >"$smoke/serve.log" 2>&1 &
+  pid=$!
+  # one request with the key (its vector is the wheel's engine's), one without (refused)
+  (cd "$smoke" && EDGEMBED_HOME="$smoke/home" "$smoke/venv/bin/python" - "$port" "$pid" <<'PY') \
+    || { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; cat "$smoke/serve.log" >&2; return 1; }
+import json, os, sys, time, urllib.error, urllib.request
+import numpy as np
+from edgembed import Embedder
+url, pid = f"http://127.0.0.1:{sys.argv[1]}", int(sys.argv[2])
+deadline = time.monotonic() + 300
+while True:
+    os.kill(pid, 0)  # still running
+    try:
+        with urllib.request.urlopen(f"{url}/ready", timeout=5) as r:
+            if r.status == 200:
+                break
+    except (urllib.error.URLError, OSError):
+        pass
+    assert time.monotonic() < deadline, "embed serve not ready in 300 s"
+    time.sleep(0.5)
+text = "edgembed runs everywhere"
+def post(headers):
+    req = urllib.request.Request(f"{url}/embed", json.dumps({"inputs": text}).encode(),
+                                 {"Content-Type": "application/json", **headers})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return np.asarray(json.load(r)[0], dtype=np.float32)
+got = post({"Authorization": "Bearer release-key"})
+want = Embedder.load(backend="native").embed([text])[0]
+assert got.tobytes() == want.tobytes(), float(got @ want)
+try:
+    post({})
+    raise AssertionError("EDGEMBED_API_KEYS was not applied: a request without a key passed")
+except urllib.error.HTTPError as exc:
+    assert exc.code == 401, exc.code
+print("release: embed serve ok: EDGEMBED_PORT, EDGEMBED_API_KEYS, EDGEMBED_BACKEND applied")
+PY
+  kill "$pid" && wait "$pid" || true
+}
+
 release() {  # dist/: the wheels, the sdist and the npm tarball, each checked after install
   py
   js
@@ -138,6 +185,7 @@ assert native.embed(texts).tobytes() == wasm.embed(texts).tobytes()
 print("release: wheel ok:", why)
 PY
   )
+  release_serve "$smoke" "$whl"
   step "installing the npm tarball in a fresh project"
   mkdir -p "$smoke/npm" && (cd "$smoke/npm" && npm init -y >/dev/null \
     && npm install --no-audit --no-fund --loglevel=error "$ROOT"/dist/edgembed-*.tgz >/dev/null \
@@ -199,5 +247,5 @@ case "$verb" in
   py) py ;;
   release) release ;;
   bench) bench ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
