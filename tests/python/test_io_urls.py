@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from edgembed.errors import InputError, NotAllowed
+from edgembed.errors import InputError, NotAllowed, StorageDenied, StorageError, StorageNotFound
+from edgembed.io.storage import redact, remember_secrets, storage_error
 from edgembed.io.urls import AllowList, normalize_storage_url, normalize_webhook_url
 from edgembed.jobs.access import AccessPolicy, owner_of, read_key_settings
 from edgembed.jobs.webhooks import new_secret, parse_schedule, parse_secret
@@ -115,6 +116,35 @@ def test_secrets_and_retry_schedules() -> None:
     for bad in ("5x", "0s", ""):
         with pytest.raises(InputError):
             parse_schedule(bad)
+
+
+def test_store_errors_that_quote_a_credential_are_scrubbed_of_it(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Values of secret-named storage options (nested ones too) and the environment's storage
+    secrets are replaced by *** in every message made from a store's error; other options
+    (the endpoint, the region) and short values are left as they are."""
+    key, secret, token = "AKIA-UNIT-0123456789", "unit-secret-0123456789", "unit-token-ABCDEFGH"
+    longer = secret + "-and-more"  # a secret holding another: the longer goes first
+    remember_secrets({"key": key, "secret": secret, "endpoint_url": "http://127.0.0.1:9",
+                      "client_kwargs": {"aws_session_token": token, "region_name": "eu-x-1"},
+                      "config_kwargs": {"password": longer}, "token": "abc"})
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret-0123456789")
+    quoted = (f"Invalid value {key!r} for {secret} with {token}, {longer} or "
+              f"env-secret-0123456789 at http://127.0.0.1:9 in eu-x-1, abc")
+    made = [(PermissionError(13, quoted), StorageDenied), (FileNotFoundError(2, quoted),
+                                                           StorageNotFound),
+            (ValueError(quoted), StorageError)]
+    for exc, kind in made:
+        err = storage_error("s3://bucket/x", "read", exc)
+        assert type(err) is kind
+        message = str(err)
+        for value in (key, secret, token, longer, "env-secret"):
+            assert value not in message, message
+        assert "-and-more" not in message  # the longer one went whole, not around the shorter
+        assert "Invalid value '***' for *** with ***, *** or *** at http://127.0.0.1:9 in " \
+               "eu-x-1, abc" in message, message
+    assert redact(f"{key}/{secret}") == "***/***"
 
 
 def test_key_settings_give_each_key_its_prefixes_credentials_and_secret(tmp_path: Path) -> None:

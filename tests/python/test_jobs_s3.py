@@ -6,7 +6,9 @@
 - the Batch API reads its input from an object and writes its output and error files to a
   folder (and still serves them at ``/v1/files/{id}/content``), with the prefixes and
   credentials of each API key; URLs outside the allow-lists are refused before any request
-  reaches the store, and no credential appears in a response or a log line.
+  reaches the store, and no credential appears in a response, a log line or the bytes of
+  the jobs directory (the database, its WAL, the files), also when the store's client quotes
+  one in its error.
 """
 
 from __future__ import annotations
@@ -185,7 +187,13 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx2")
 
 KEY_A, KEY_B, KEY_C = "key-a-0123456789", "key-b-0123456789", "key-c-0123456789"
+KEY_D = "key-d-0123456789"
 WRONG_SECRET = "WRONG-SECRET-0123456789abcdef"
+# The value of an option whose name says "key", which botocore's parameter validation quotes
+# when it refuses it (put_object's BucketKeyEnabled must be a bool): a secret-named option's
+# value in a real error of the store's client, as a credential would be.
+QUOTED = "QUOTED-KEY-VALUE-0123456789"
+QUOTING = {"s3_additional_kwargs": {"BucketKeyEnabled": QUOTED}}
 MAX_UPLOAD = 64 * 1024
 
 
@@ -199,7 +207,13 @@ class Captured(logging.Handler):
 
 
 @pytest.fixture(scope="module")
-def api(s3: s3_server.S3, embedder: Embedder, tmp_path_factory: pytest.TempPathFactory
+def api_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's folder: its --key-settings file, and its --jobs-dir (``jobs``)."""
+    return tmp_path_factory.mktemp("s3-api")
+
+
+@pytest.fixture(scope="module")
+def api(s3: s3_server.S3, embedder: Embedder, api_root: Path
         ) -> Iterator[tuple[Any, Captured]]:
     from edgembed.serve.app import create_app
     from edgembed.serve.jobs_routes import JobSettings, install_jobs
@@ -207,18 +221,20 @@ def api(s3: s3_server.S3, embedder: Embedder, tmp_path_factory: pytest.TempPathF
     from edgembed.serve.server import BackgroundServer
     from edgembed.serve.settings import ServeSettings
 
-    root = tmp_path_factory.mktemp("s3-api")
+    root = api_root
     wrong = {**s3.options(), "secret": WRONG_SECRET}
     (root / "keys.json").write_text(json.dumps({"keys": [
         {"key": KEY_A, "storage": [{"prefix": "s3://tenant-a", "options": s3.options()}]},
         {"key": KEY_C, "storage": [{"prefix": "s3://tenant-a/c", "options": wrong}]},
+        {"key": KEY_D, "storage": [{"prefix": "s3://tenant-a/d",
+                                    "options": {**s3.options(), **QUOTING}}]},
     ]}))
     captured = Captured()
     logging.getLogger().addHandler(captured)
     edgembed_log = logging.getLogger("edgembed")
     level = edgembed_log.level
     edgembed_log.setLevel(logging.DEBUG)
-    settings = ServeSettings(api_keys=(KEY_A, KEY_B, KEY_C), latency_target_ms=1000)
+    settings = ServeSettings(api_keys=(KEY_A, KEY_B, KEY_C, KEY_D), latency_target_ms=1000)
     app = create_app(ServedModel.from_embedder(embedder), settings)
     with pytest.MonkeyPatch.context() as mp:
         for name, value in s3.env().items():  # the server's own credentials: --allow-storage
@@ -375,22 +391,72 @@ def test_refused_credentials_are_one_clear_line_and_no_secret_is_ever_shown(
         assert secret not in text
 
 
-def test_results_a_store_refuses_at_the_end_fail_the_batch_and_stay_on_the_server(
-    s3: s3_server.S3, tmp_path: Path, caplog: pytest.LogCaptureFixture
+def stored_bytes(jobs: Path, *, running: bool) -> tuple[bytes, bytes]:
+    """All the bytes a jobs directory holds: (the database with its WAL and shared-memory
+    files, every other file: inputs, results). While the store is open (``running``) the WAL
+    is there; closing the store checkpoints it into the database and removes it."""
+    files = sorted(p for p in jobs.rglob("*") if p.is_file())
+    db = [p for p in files if p.name.startswith("jobs.sqlite3")]
+    wanted = {"jobs.sqlite3", "jobs.sqlite3-wal"} if running else {"jobs.sqlite3"}
+    assert {p.name for p in db} >= wanted, db
+    return (b"".join(p.read_bytes() for p in db),
+            b"".join(p.read_bytes() for p in files if p not in db))
+
+
+def test_a_credential_the_store_client_quotes_is_scrubbed_and_never_stored(
+    api: tuple[Any, Captured], api_root: Path, s3: s3_server.S3
 ) -> None:
-    """The worker publishes when a batch ends; here the key's credentials are refused then
-    (the folder was writable when the batch was made: no probe runs in this test). The
-    requests are answered by a stand-in for the model: this is about the files."""
+    """Key D's options hold a value botocore quotes in its error (``QUOTED``): the probe of
+    its output folder fails with it, and neither the response nor a log line shows it. Then,
+    after every batch of this module ran with per-key credentials, no credential is anywhere
+    in the server's jobs directory: the database, its WAL, the files."""
+    server, captured = api
+    s3.client().put_object(Bucket="tenant-a", Key="d/in.jsonl",
+                           Body=request_line("x", {"input": "d"}).encode())
+    with client(server, KEY_D) as c:
+        with pytest.raises(openai.APIStatusError) as exc:
+            create(c, input_blob="s3://tenant-a/d/in.jsonl",
+                   output_folder={"url": "s3://tenant-a/d/out/"})
+        # the same options read (get_object takes no BucketKeyEnabled): the batch runs
+        done = wait(c, create(c, input_blob="s3://tenant-a/d/in.jsonl").id)
+        assert done.status == "completed"
+    assert exc.value.status_code == 502
+    body = exc.value.body
+    assert isinstance(body, dict) and body["code"] == "storage_error"
+    message = body["message"]
+    assert message.startswith("cannot write s3://tenant-a/d/out/"), message
+    assert "Invalid type for parameter BucketKeyEnabled, value: ***, type: <class 'str'>" \
+        in message, message  # the client's own message, quoting the value: scrubbed
+    shown = json.dumps(body) + "\n".join(captured.lines)
+    assert QUOTED not in shown
+    db, files = stored_bytes(api_root / "jobs", running=True)
+    batches = []
+    for key in (KEY_A, KEY_B, KEY_C, KEY_D):
+        with client(server, key) as c:
+            batches += [b.id for b in c.batches.list(limit=100).data]
+    assert done.id in batches and len(batches) >= 3
+    for batch_id in batches:  # the check looks at real material
+        assert batch_id.encode() in db
+    assert b"s3://tenant-a/d/in.jsonl" in db and b"s3://tenant-a/out/" in db
+    for secret in (QUOTED, WRONG_SECRET, s3.secret_key, s3.access_key):
+        assert secret.encode() not in db and secret.encode() not in files, secret
+
+
+def run_to_the_end(s3: s3_server.S3, root: Path, options: dict[str, Any]) -> Any:
+    """One batch of 5 requests with ``output_folder`` s3://tenant-a/late/, run by the worker
+    to its end with ``options`` as its key's credentials there (the folder is not probed: the
+    batch is made in the store directly). The requests are answered by a stand-in for the
+    model: this is about the files. Returns the batch as it ended."""
     import asyncio
 
     from edgembed.jobs.access import AccessPolicy, owner_of
     from edgembed.jobs.store import FINAL, JobStore
     from edgembed.jobs.worker import Answer, JobWorker
 
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": [{"key": "k", "storage": [
-        {"prefix": "s3://tenant-a/late", "options": {**s3.options(), "secret": WRONG_SECRET}}]}]}))
-    policy = AccessPolicy.build(key_settings=tmp_path / "keys.json", api_keys=["k"])
-    store = JobStore(tmp_path / "jobs")
+    (root / "keys.json").write_text(json.dumps({"keys": [{"key": "k", "storage": [
+        {"prefix": "s3://tenant-a/late", "options": options}]}]}))
+    policy = AccessPolicy.build(key_settings=root / "keys.json", api_keys=["k"])
+    store = JobStore(root / "jobs")
     owner = owner_of("k")
     staged = store.upload_path()
     staged.write_text("".join(request_line(f"r{i}", {"input": f"t{i}"}) + "\n"
@@ -411,18 +477,50 @@ def test_results_a_store_refuses_at_the_end_fail_the_batch_and_stay_on_the_serve
             await asyncio.sleep(0.02)
         await worker.stop()
 
-    with caplog.at_level(logging.INFO, logger="edgembed"):
-        asyncio.run(run())
+    asyncio.run(run())
     done = store.batch(batch.id)
     store.close()
+    return done
+
+
+def test_results_a_store_refuses_at_the_end_fail_the_batch_and_stay_on_the_server(
+    s3: s3_server.S3, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker publishes when a batch ends; here the key's credentials are refused then
+    (the folder was writable when the batch was made)."""
+    with caplog.at_level(logging.INFO, logger="edgembed"):
+        done = run_to_the_end(s3, tmp_path, {**s3.options(), "secret": WRONG_SECRET})
     assert done.status == "failed" and done.errors is not None
     (error,) = json.loads(done.errors)["data"]
     assert error["code"] == "storage_error" and error["param"] == "output_folder"
-    assert error["message"].startswith(f"cannot write s3://tenant-a/late/{batch.id}_output.jsonl:"
+    assert error["message"].startswith(f"cannot write s3://tenant-a/late/{done.id}_output.jsonl:"
                                        " the object store refused the credentials"), error
     assert done.output_file_id is not None and done.output_blob is None
-    assert len((tmp_path / "jobs" / "batches" / batch.id / "output.jsonl").read_text()
+    assert len((tmp_path / "jobs" / "batches" / done.id / "output.jsonl").read_text()
                .splitlines()) == 5
     assert keys(s3, "tenant-a", "late/") == []
-    assert f"batch {batch.id}: cannot write" in caplog.text
+    assert f"batch {done.id}: cannot write" in caplog.text
     assert WRONG_SECRET not in caplog.text and WRONG_SECRET not in done.errors
+
+
+def test_a_credential_quoted_when_results_are_refused_is_scrubbed_from_the_log_and_database(
+    s3: s3_server.S3, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker's failure to publish is logged and recorded on the batch (in the database):
+    with the key's options holding a value botocore quotes, neither holds it."""
+    with caplog.at_level(logging.INFO, logger="edgembed"):
+        done = run_to_the_end(s3, tmp_path, {**s3.options(), **QUOTING})
+    assert done.status == "failed" and done.errors is not None
+    quoted = "Invalid type for parameter BucketKeyEnabled, value: ***, type: <class 'str'>"
+    (error,) = json.loads(done.errors)["data"]
+    assert error["message"].startswith(f"cannot write s3://tenant-a/late/{done.id}_output.jsonl:"
+                                       " ParamValidationError"), error
+    assert quoted in error["message"]
+    (logged,) = [r.getMessage() for r in caplog.records
+                 if r.getMessage().startswith(f"batch {done.id}: cannot write")]
+    assert quoted in logged
+    db, files = stored_bytes(tmp_path / "jobs", running=False)
+    assert quoted.encode() in db  # the recorded error is in the bytes looked at
+    assert QUOTED not in caplog.text
+    for secret in (QUOTED, s3.secret_key, s3.access_key):
+        assert secret.encode() not in db and secret.encode() not in files, secret
