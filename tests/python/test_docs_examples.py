@@ -1,6 +1,6 @@
-"""Every example of README.md and docs/*.md runs: the fenced shell, Python and JavaScript
-blocks, against the real ``embed`` command, the Python API, a real ``embed serve`` and
-the built npm package.
+"""Every example of README.md, docs/*.md and js/README.md (the npm package's page) runs: the
+fenced shell, Python and JavaScript blocks, against the real ``embed`` command, the Python API,
+a real ``embed serve`` and the built npm package.
 
 Every fence names its language. ``text`` (diagrams, pseudo-code, outputs) and ``json`` (data,
 responses) are not examples; ``sh``, ``python`` and ``js`` blocks run; a block that must not run
@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "js" / "README.md"]
 RUN = {"sh": "sh", "bash": "sh", "python": "python", "js": "js"}
 # what a fence may hold besides examples: diagrams and pseudo-code (text), data and responses
 # (json); every other block is an example: it runs here (sh, python) or carries a marker
