@@ -22,7 +22,8 @@
  *   tokenizer_driver gnormalize FILE VOCAB_SIZE  < records > results
  *       a general tokenizer's normalizer steps alone: per record, uint32 n, n x uint32 code points.
  *   tokenizer_driver bench FILE VOCAB_SIZE MAX_LENGTH ROUNDS  < records > one JSON line
- *       load times and one-thread encode times of any tokenizer in a bundle (benchmarks/tokenizers.py).
+ *       load times and one-thread encode times of any tokenizer in a bundle
+ *       (benchmarks/tokenizer_speed.py).
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -275,7 +276,7 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Timing for benchmarks/tokenizers.py: loads the bundle `loads` times, then encodes every record
+/* Timing for benchmarks/tokenizer_speed.py: loads the bundle `loads` times, then encodes every record
    (one text each) `rounds` times, one thread; prints one JSON line: the fastest load, the
    tokenizer's own memory, and the seconds, ids and bytes of each round. */
 static int bench(char **argv) {
