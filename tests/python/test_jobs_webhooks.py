@@ -246,6 +246,76 @@ def test_every_final_status_queues_one_event_in_the_store(tmp_path: Path) -> Non
     store.close()
 
 
+# --- the retry delay -------------------------------------------------------------------------
+
+
+def test_retry_delays_follow_the_schedule_with_bounded_jitter_and_honour_retry_after(
+    receiver: Receiver
+) -> None:
+    """``next_delay`` against what docs/jobs.md says (Delivery): the schedule, up to 10 %
+    jitter, a longer ``Retry-After`` winning; then ``notify`` against the real receiver, its
+    sleeps recorded instead of slept."""
+    import email.utils
+
+    from edgembed.jobs.webhooks import (
+        DEFAULT_SCHEDULE_S,
+        Attempt,
+        event_body,
+        next_delay,
+        notify,
+        parse_schedule,
+        parse_secret,
+        retry_after_s,
+    )
+
+    assert parse_schedule("5s,5m,30m,2h,5h,10h,14h,20h,24h") == DEFAULT_SCHEDULE_S
+    assert 75 <= sum(DEFAULT_SCHEDULE_S) / 3600 < 76  # "10 attempts over about 75 hours"
+    failed = Attempt(False, 500, "HTTP 500")
+    for attempts, base in enumerate(DEFAULT_SCHEDULE_S, start=1):
+        draws = [next_delay(DEFAULT_SCHEDULE_S, attempts, failed) for _ in range(400)]
+        delays = [d for d in draws if d is not None]
+        assert len(delays) == len(draws)
+        assert base <= min(delays) and max(delays) <= base * 1.1, (attempts, base)
+        assert max(delays) - min(delays) > base * 0.05  # jittered: not one fixed delay
+    assert next_delay(DEFAULT_SCHEDULE_S, 10, failed) is None  # the 10th attempt was the last
+    assert next_delay(parse_schedule("none"), 1, failed) is None  # a single attempt
+
+    def after(seconds: float, *, retry: bool = True) -> Attempt:
+        return Attempt(False, 503, "HTTP 503", retry=retry, retry_after=seconds)
+
+    assert next_delay(DEFAULT_SCHEDULE_S, 1, after(600)) == 600.0  # longer: it wins
+    shorter = next_delay(DEFAULT_SCHEDULE_S, 2, after(60))  # shorter: the schedule's
+    assert shorter is not None and 300 <= shorter <= 330
+    assert next_delay(DEFAULT_SCHEDULE_S, 10, after(5)) is None  # never past the schedule
+    assert next_delay(DEFAULT_SCHEDULE_S, 1, after(5, retry=False)) is None  # 410
+
+    now = 1_800_000_000.0
+    assert retry_after_s("120") == 120.0
+    assert retry_after_s(email.utils.formatdate(now + 90, usegmt=True), now=now) == 90.0
+    assert retry_after_s(email.utils.formatdate(now - 90, usegmt=True), now=now) == 0.0
+    assert retry_after_s("9999999") == 86400.0  # at most a day
+    for unreadable in (None, "", "soon", "-5", "1.5"):
+        assert retry_after_s(unreadable) is None, unreadable
+
+    key = parse_secret(SECRET_1)
+    _, body = event_body("batch.completed", "job_delays")
+    receiver.script(default=503, retry_after="120")
+    slept: list[float] = []
+    attempt, made = notify(f"{receiver.url}/delays/after", body, key, sleep=slept.append)
+    assert (made, attempt.status, attempt.retry_after) == (4, 503, 120.0)
+    assert slept == [120.0, 120.0, 120.0]
+    seen = to("/delays/after")(receiver.requests())
+    assert [r.answered for r in seen] == [503] * 4
+    receiver.script(default=500)
+    slept.clear()
+    attempt, made = notify(f"{receiver.url}/delays/plain", body, key, sleep=slept.append)
+    assert (made, attempt.error) == (4, "HTTP 500")
+    assert len(slept) == 3  # notify's schedule: 1 s, 5 s, 30 s
+    for delay, base in zip(slept, (1, 5, 30), strict=True):
+        assert base <= delay <= base * 1.1
+    receiver.script()
+
+
 # --- restart -------------------------------------------------------------------------------------
 
 LAUNCH = """

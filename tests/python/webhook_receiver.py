@@ -12,7 +12,8 @@ The verifier follows the specification's "Verifying signatures" section
 
 The receiver is a real HTTP server on 127.0.0.1 (``http.server``) that records every request
 and answers each with the status its ``answers`` script says (a list consumed in order, then
-``default``); an answer of 3xx carries ``Location: /elsewhere``.
+``default``); an answer of 3xx carries ``Location: /elsewhere``, and one that is not 2xx
+carries ``Retry-After`` when the script gives one.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class Receiver:
 
     answers: list[int] = field(default_factory=list)
     default: int = 200
+    retry_after: str | None = None
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     url: str = ""
@@ -91,12 +93,15 @@ class Receiver:
                 body = self.rfile.read(length)
                 with receiver.lock:
                     status = receiver.answers.pop(0) if receiver.answers else receiver.default
+                    retry_after = receiver.retry_after
                     receiver.received.append(Received(
                         self.path, {k.lower(): v for k, v in self.headers.items()}, body,
                         status, time.time()))
                 self.send_response(status)
                 if 300 <= status < 400:
                     self.send_header("Location", "/elsewhere")
+                if retry_after is not None and not 200 <= status < 300:
+                    self.send_header("Retry-After", retry_after)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
@@ -114,10 +119,12 @@ class Receiver:
             self._server.shutdown()
             self._server.server_close()
 
-    def script(self, *answers: int, default: int = 200) -> None:
+    def script(self, *answers: int, default: int = 200, retry_after: str | None = None
+               ) -> None:
         with self.lock:
             self.answers = list(answers)
             self.default = default
+            self.retry_after = retry_after
 
     def requests(self) -> list[Received]:
         with self.lock:

@@ -11,8 +11,9 @@
     secret     whsec_<base64 of 24 to 64 random bytes>; the HMAC key is the decoded bytes
     attempt    POST with a 15 s timeout, never following a redirect. 2xx: delivered. 410 Gone:
                given up at once. Anything else — a 3xx, 4xx or 5xx, a timeout, a refused
-               connection — is retried after the schedule's next delay (or the response's
-               Retry-After, if longer), and given up after the last.
+               connection — is retried after the schedule's next delay, up to 10 % more
+               (jitter), or the response's Retry-After (seconds or an HTTP-date, at most a
+               day) if longer, and given up after the last.
 
 The server's batches keep their pending deliveries in the job store and ``WebhookSender`` sends
 them from the server's event loop, so a restart resends what was pending (with the same
@@ -55,9 +56,11 @@ __all__ = [
     "deliver_once",
     "event_body",
     "new_secret",
+    "next_delay",
     "notify",
     "parse_schedule",
     "parse_secret",
+    "retry_after_s",
     "sign",
 ]
 
@@ -167,7 +170,7 @@ def deliver_once(url: str, body: bytes, msg_id: str, key: bytes, *,
         response = conn.getresponse()
         response.read(64 * 1024)  # a receiver's answer is not needed beyond its status
         status = response.status
-        after = _retry_after(response.getheader("retry-after"))
+        after = retry_after_s(response.getheader("retry-after"))
     except (OSError, http.client.HTTPException) as exc:
         return Attempt(False, None, f"{type(exc).__name__}: {exc}"[:300])
     finally:
@@ -183,10 +186,26 @@ def deliver_once(url: str, body: bytes, msg_id: str, key: bytes, *,
     return Attempt(False, status, f"HTTP {status}", retry_after=after)
 
 
-def _retry_after(value: str | None) -> float | None:
-    if value and value.strip().isdigit():
-        return min(float(value.strip()), MAX_RETRY_AFTER_S)
-    return None
+def retry_after_s(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: its delay-seconds, or the time until
+    its HTTP-date (0 if past); at most a day. None when absent or unreadable."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return min(float(text), MAX_RETRY_AFTER_S)
+    import email.utils
+
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a zone-less date is read as one
+        import datetime
+
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    wait = when.timestamp() - (time.time() if now is None else now)
+    return min(max(wait, 0.0), MAX_RETRY_AFTER_S)
 
 
 def next_delay(schedule: Sequence[float], attempts: int, attempt: Attempt) -> float | None:
