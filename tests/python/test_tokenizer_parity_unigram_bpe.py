@@ -18,7 +18,12 @@ Compared, for every fixture:
   - long texts at several max lengths, with n_full and truncation off (EMB_STATUS_TOO_LONG);
   - pairs under each truncation strategy, with type ids;
   - a sample under AddressSanitizer and UndefinedBehaviorSanitizer (tests/runtime/
-    tokenizer_driver.c).
+    tokenizer_driver.c);
+  - the options the fixtures do not use, on edited copies of their tokenizer.json (ByteLevel's
+    add_prefix_space and trim_offsets, Metaspace's prepend schemes, split and old field names,
+    Split's regexes, behaviors, invert and literals, BPE's unk_token, fuse_unk, byte_fallback
+    and ignore_merges, the Lowercase and Prepend normalizers): each edit first shown to change
+    what tokenizers gives on the sample, then ids and offsets compared on 2,000 texts.
 Offsets are bytes in C; emb_utf8_offsets_to_chars turns them into the code-point offsets that
 tokenizers' Python API reports.
 """
@@ -219,6 +224,10 @@ def hf_tok(kind: str) -> Tokenizer:
 
 @pytest.fixture(scope="module")
 def words(kind: str) -> list[str]:
+    return fixture_words(kind)
+
+
+def fixture_words(kind: str) -> list[str]:
     """The fixture's vocabulary as text (Unigram's ▁ and byte-level's Ġ alphabet undone)."""
     spec = json.loads((FIXTURES / kind / "tokenizer.json").read_text(encoding="utf-8"))
     model = spec["model"]
@@ -579,3 +588,192 @@ def test_refused_components(tmp_path: Path, base: str, edit: Any, name: str) -> 
     with pytest.raises(UnsupportedArchitecture, match=name) as info:
         tokenizer_tables(_with(base, tmp_path, edit))
     assert "backend='onnx'" in str(info.value)
+
+
+# --- options the fixtures do not use: edited copies of their tokenizer.json ----------------------
+
+Edit = Any  # a function that edits a tokenizer.json in place
+
+_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+_CL100K = _QWEN2.replace(r"\p{N}|", r"\p{N}{1,3}|")
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def _new_tokens(s: dict[str, Any], tokens: Sequence[str]) -> None:
+    """Tokens added to a BPE vocabulary, and the added tokens outside it renumbered after them as
+    tokenizers numbers them (the file stays consistent)."""
+    vocab = s["model"]["vocab"]
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    outside = sorted((a for a in s["added_tokens"] if a["content"] not in vocab),
+                     key=lambda a: int(a["id"]))
+    for k, a in enumerate(outside):
+        a["id"] = len(vocab) + k
+    assert sorted(vocab.values()) == list(range(len(vocab)))
+
+
+def _split(pattern: dict[str, str], behavior: str = "Isolated", invert: bool = False) -> Edit:
+    def edit(s: dict[str, Any]) -> None:
+        s["pre_tokenizer"]["pretokenizers"][0].update(pattern=pattern, behavior=behavior,
+                                                       invert=invert)
+    return edit
+
+
+def _split_cl100k(s: dict[str, Any]) -> None:
+    """cl100k's regex (digits in threes), with merges of digit pairs so that it shows."""
+    _split({"Regex": _CL100K})(s)
+    pairs = [f"{a}{b}" for a in "0123456789" for b in "0123456789"]
+    _new_tokens(s, pairs)
+    s["model"]["merges"] += [[p[0], p[1]] for p in pairs]
+
+
+def _metaspace(**fields: Any) -> Edit:
+    """xlmr-unigram's Metaspace (after WhitespaceSplit) with fields set, or removed when None."""
+    def edit(s: dict[str, Any]) -> None:
+        m = s["pre_tokenizer"]["pretokenizers"][1]
+        m.update(fields)
+        for k in [k for k, v in m.items() if v is None]:
+            del m[k]
+    return edit
+
+
+def _metaspace_alone(split: bool) -> Edit:
+    """Metaspace without the WhitespaceSplit before it, and pieces that span a space, which only
+    split false lets the segmentation use."""
+    def edit(s: dict[str, Any]) -> None:
+        s["pre_tokenizer"] = {**s["pre_tokenizer"]["pretokenizers"][1], "split": split}
+        have = {p for p, _ in s["model"]["vocab"]}
+        for w in fixture_words("xlmr-unigram")[:400]:
+            for piece in (f"\u2581{w}\u2581", f"{w}\u2581\u2581"):
+                if piece not in have:
+                    have.add(piece)
+                    s["model"]["vocab"].append([piece, -2.0])
+    return edit
+
+
+def _prefix_space(trim_offsets: bool) -> Edit:
+    def edit(s: dict[str, Any]) -> None:
+        s["pre_tokenizer"]["add_prefix_space"] = True
+        s["post_processor"].update(add_prefix_space=True, trim_offsets=trim_offsets)
+    return edit
+
+
+def _metaspace_bpe(byte_fallback: bool, fuse_unk: bool) -> Edit:
+    """roberta-bpe as a Llama-style BPE: Metaspace instead of ByteLevel, so that a character
+    outside the vocabulary is unknown (and fused, or spelled as <0xXX> byte tokens)."""
+    def edit(s: dict[str, Any]) -> None:
+        if byte_fallback:
+            _new_tokens(s, [f"<0x{b:02X}>" for b in range(256)])
+        s["model"].update(unk_token="<unk>", byte_fallback=byte_fallback, fuse_unk=fuse_unk)
+        s["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                              "prepend_scheme": "always", "split": True}
+        s["decoder"] = None
+    return edit
+
+
+def _ignore_merges(s: dict[str, Any]) -> None:
+    """ignore_merges, and whole words in the vocabulary that no merge builds (the option looks a
+    word up whole before merging)."""
+    words = {w.strip() for w in fixture_words("roberta-bpe") if w.strip().isascii()}
+    _new_tokens(s, [f"{space}{case(w)}" for w in sorted(words) if w.isalpha()
+                    for case in (str.upper, str.capitalize) for space in ("", "\u0120")])
+    s["model"]["ignore_merges"] = True
+
+
+def _normalizer(*steps: dict[str, Any]) -> Edit:
+    def edit(s: dict[str, Any]) -> None:
+        old = s.get("normalizer")
+        old = [] if old is None else old.get("normalizers", [old])
+        s["normalizer"] = {"type": "Sequence", "normalizers": [*old, *steps]}
+    return edit
+
+
+def _never(s: dict[str, Any]) -> None:
+    _metaspace(prepend_scheme="never")(s)
+
+
+def _prepend_never(s: dict[str, Any]) -> None:
+    _never(s)
+    _normalizer({"type": "Prepend", "prepend": "\u2581"})(s)
+
+
+_BEHAVIOR_NAMES = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+# (fixture, case, edit, the edit it must differ from (None: the fixture as it is))
+OPTION_CASES: list[tuple[str, str, Edit, Edit | None]] = [
+    ("roberta-bpe", "ByteLevel add_prefix_space, trim_offsets", _prefix_space(True), None),
+    ("roberta-bpe", "ByteLevel add_prefix_space, no trim_offsets", _prefix_space(False),
+     _prefix_space(True)),
+    ("xlmr-unigram", "Metaspace prepend_scheme first", _metaspace(prepend_scheme="first"), None),
+    ("xlmr-unigram", "Metaspace prepend_scheme never", _never, None),
+    ("xlmr-unigram", "Metaspace alone, split false", _metaspace_alone(False),
+     _metaspace_alone(True)),
+    # tokenizers < 0.14 wrote add_prefix_space and no prepend_scheme (true: 'always')
+    ("xlmr-unigram", "Metaspace old field add_prefix_space true",
+     _metaspace(prepend_scheme=None, split=None, add_prefix_space=True), _never),
+    # tokenizers 0.14-0.18: add_prefix_space beside prepend_scheme, no split
+    ("xlmr-unigram", "Metaspace old field add_prefix_space false",
+     _metaspace(prepend_scheme="never", split=None, add_prefix_space=False), None),
+    ("split-bpe", "Split cl100k regex", _split_cl100k, None),
+    ("split-bpe", "Split GPT-2 regex", _split({"Regex": _GPT2}), None),
+    ("split-bpe", "Split qwen2 regex Removed", _split({"Regex": _QWEN2}, "Removed"), None),
+    ("split-bpe", "Split GPT-2 regex Removed invert", _split({"Regex": _GPT2}, "Removed", True),
+     None),
+    *[("split-bpe", f"Split literal ' ' {b}", _split({"String": " "}, b), None)
+      for b in _BEHAVIOR_NAMES],
+    # invert changes nothing with Isolated and Contiguous (the same pieces either way)
+    *[("split-bpe", f"Split literal 'e' {b} invert", _split({"String": "e"}, b, True),
+       None if b in ("Isolated", "Contiguous") else _split({"String": "e"}, b))
+      for b in _BEHAVIOR_NAMES],
+    ("split-bpe", "Split literal 'er' Removed", _split({"String": "er"}, "Removed"), None),
+    ("split-bpe", "Split literal ', ' Contiguous", _split({"String": ", "}, "Contiguous"), None),
+    ("roberta-bpe", "BPE unk_token without fuse_unk", _metaspace_bpe(False, False), None),
+    ("roberta-bpe", "BPE fuse_unk", _metaspace_bpe(False, True), _metaspace_bpe(False, False)),
+    ("roberta-bpe", "BPE byte_fallback", _metaspace_bpe(True, False),
+     _metaspace_bpe(False, False)),
+    ("roberta-bpe", "BPE ignore_merges", _ignore_merges, None),
+    ("roberta-bpe", "Lowercase normalizer", _normalizer({"type": "Lowercase"}), None),
+    ("modernbert-bpe", "Prepend normalizer", _normalizer({"type": "Prepend", "prepend": "x "}),
+     None),
+    ("xlmr-unigram", "Prepend normalizer with Metaspace never", _prepend_never, _never),
+]
+OPTION_TEXTS = 2000
+
+
+def _edited(kind: str, edit: Edit | None, root: Path) -> Path:
+    spec = json.loads((FIXTURES / kind / "tokenizer.json").read_text(encoding="utf-8"))
+    if edit is not None:
+        edit(spec)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tokenizer.json").write_text(json.dumps(spec), encoding="utf-8")
+    shutil.copy(FIXTURES / kind / "tokenizer_config.json", root / "tokenizer_config.json")
+    return root
+
+
+@pytest.mark.parametrize(("kind", "case", "edit", "than"), OPTION_CASES,
+                         ids=[c[1] for c in OPTION_CASES])
+def test_options_the_fixtures_do_not_use(lib: ctypes.CDLL, tmp_path: Path, kind: str, case: str,
+                                         edit: Edit, than: Edit | None) -> None:
+    """Each option on an edited copy of a fixture's tokenizer.json: the edit changes what
+    tokenizers gives on the sample (so the comparison can fail), and the engine gives tokenizers'
+    ids and offsets on it."""
+    texts = EXAMPLES + random_texts(OPTION_TEXTS, SEED + 17, fixture_words(kind))
+    d = _edited(kind, edit, tmp_path / "edited")
+    hf = hf_tokenizer_at(d)
+    want = hf_results(hf, texts)
+    base = hf_results(hf_tokenizer_at(_edited(kind, than, tmp_path / "base")), texts)
+    if want == base:
+        pytest.fail(f"{case}: the edit changes nothing tokenizers outputs on the sample")
+    c = CTokenizer(lib, d)
+    try:
+        assert_same(texts, c_results(c, texts), want)
+    finally:
+        c.close()
+
+
+def hf_tokenizer_at(d: Path, max_length: int = MAX_LENGTH) -> Tokenizer:
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length)
+    return tok
