@@ -447,3 +447,39 @@ def test_embed_batch_notify_sends_the_same_signed_events(
     (failed,) = to("/cli/failed")(receiver.wait_for(lambda rs: to("/cli/failed")(rs)))
     event = verify(SECRET_1, failed.headers, failed.body)
     assert event["type"] == "batch.failed" and "missing.txt" in event["data"]["error"]
+
+
+def test_embed_batch_notify_sends_batch_cancelled_on_ctrl_c(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The real command in a subprocess, interrupted with SIGINT (Ctrl-C) once it has
+    committed a chunk: it posts ``batch.cancelled``, signed, and exits as interrupted."""
+    receiver.script()
+    src = tmp_path / "in.txt"
+    src.write_text("".join(f"row {i} of a corpus to interrupt\n" for i in range(4000)))
+    out = tmp_path / "out.npy"
+    (tmp_path / "secret").write_text(SECRET_1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edgembed.jobs", str(src), "-o", str(out), "--chunk-size", "8",
+         "--notify", f"{receiver.url}/cli/cancelled", "--notify-secret-file",
+         str(tmp_path / "secret"), "--variant", "int8", "--backend", "onnx", "-q"],
+        env={**os.environ, "EDGEMBED_WEBHOOK_RETRIES": "0.1s"}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    work = tmp_path / "out.npy.partial"
+    deadline = time.monotonic() + 90
+    while not list(work.glob("part-*.json")) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the job committed no chunk"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; finished chunks are kept" in err and "--resume" in err
+    assert not out.exists() and work.is_dir()
+    (r,) = to("/cli/cancelled")(receiver.wait_for(lambda rs: to("/cli/cancelled")(rs)))
+    assert r.answered == 200
+    event = verify(SECRET_1, r.headers, r.body)
+    assert event["type"] == "batch.cancelled" and event["object"] == "event"
+    assert event["data"]["id"].startswith("job_") and event["data"]["output"] == str(out)
+    assert event["data"]["reason"] == "interrupted; continue with --resume"
+    with pytest.raises(InvalidSignature):
+        verify(SECRET_2, r.headers, r.body)
