@@ -185,6 +185,45 @@ def test_offsets_match_hugging_face_on_both_engines(
     assert WasmBackend(bundle, variant="simd128").tokenize_offsets(texts) == got
 
 
+@pytest.mark.parametrize("name", ["xlm-roberta-mean-prompts", "modernbert-mean"])
+def test_offsets_of_unigram_and_bpe_bundles_on_both_engines(
+    library: Path, tmp_path: Path, name: str
+) -> None:
+    """tokenize_offsets on the tiny XLM-RoBERTa (SentencePiece Unigram) and ModernBERT
+    (byte-level BPE) models of tests/fixtures/models/, bundled by write_bundle: tokenizers' ids
+    and character offsets on their reference texts and generated ones (characters outside the
+    BMP among them), natively and in wasm alike."""
+    from tokenizers import Tokenizer
+
+    from edgembed.export.bundle import write_bundle
+    from tiny_models import model_dir
+    from tiny_models import texts as tiny_texts
+    from tokenizer_texts import random_texts
+
+    src = model_dir(name)
+    path = tmp_path / f"{name}.emb"
+    write_bundle(src, path)
+    backend = NativeBackend(path, threads=1, library=library)
+    hf = Tokenizer.from_file(str(src / "tokenizer.json"))
+    hf.no_padding()
+    hf.enable_truncation(backend.max_length)
+    words = [w.lstrip("\u2581\u0120") for w in hf.get_vocab() if w.strip("\u2581\u0120")]
+    texts = [*tiny_texts()[:100], *random_texts(300, 16, sorted(words)),
+             "emoji 😀 and 𝒳 math, 🇫🇷 flags", "😀😀 x😀y", "日本語 𠀋 CJK Ext B", "<mask> 😀 é"]
+    assert sum(any(ord(c) > 0xFFFF for c in t) for t in texts) > 20
+    want = [[(i, a, b) for i, (a, b) in zip(e.ids, e.offsets, strict=True)]
+            for e in hf.encode_batch(texts)]
+    got = backend.tokenize_offsets(texts)
+    assert got == want
+    backend.close()
+    pytest.importorskip("wasmtime", reason="pip install wasmtime")
+    if not (REPO / "build" / "wasm" / "edgembed.wasm").is_file():
+        pytest.skip("build/wasm not built (./build.sh wasm)")
+    from edgembed.backends.wasm import WasmBackend
+
+    assert WasmBackend(path, variant="simd128").tokenize_offsets(texts) == want
+
+
 def test_batch_invariance(backend: NativeBackend, reference: dict[str, Any]) -> None:
     rng = np.random.default_rng(11)
     seqs = reference["token_ids"]

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { BUNDLE, ROOT, bitsEqual, cosine, hostLabel, pkg, reference, writeVectors } from "../helpers.mjs";
+import { BUNDLE, ROOT, bitsEqual, cosine, crossHostCases, hostLabel, pkg, reference, writeVectors } from "../helpers.mjs";
 
 const { Embedder, env, BundleError, ChecksumMismatch, EmbedderDisposed, InputError, InputTooLong, ModelNotFound, sha256Hex } = pkg;
 const texts = reference.texts;
@@ -122,6 +122,33 @@ describe("Embedder (SIMD128 build)", () => {
     await assert.rejects(e.embed([42]), InputError);
     assert.deepEqual(await e.embed([]), []);
   });
+});
+
+// The tiny XLM-RoBERTa (SentencePiece Unigram) and ModernBERT (byte-level BPE) models' bundles
+// (tests/fixtures/write_bundles.py) against tokenizers' offsets of the same texts
+// (tests/fixtures/reference/<name>.offsets.json, written by make_offsets.py there).
+describe("token offsets of Unigram and byte-level BPE bundles", () => {
+  const { cases: bundles } = crossHostCases();
+  for (const name of ["xlm-roberta-mean-prompts", "modernbert-mean"]) {
+    test(`${name}: Hugging Face tokenizers' ids and UTF-16 offsets, surrogate pairs included`, async () => {
+      const c = bundles.find((x) => x.name === name);
+      assert.ok(c, `${name} is not a cross-host case (tests/fixtures/write_bundles.py)`);
+      const file = path.join(ROOT, `tests/fixtures/reference/${name}.offsets.json`);
+      const { cases, max_length: maxLength } = JSON.parse(fs.readFileSync(file, "utf8"));
+      assert.ok(cases.some((x) => /[\uD800-\uDBFF]/.test(x.text)), "texts outside the BMP");
+      const e = await Embedder.load(path.join(ROOT, c.bundle), { build: "simd128" });
+      try {
+        assert.equal(e.maxLength, maxLength);
+        const got = e.tokenizeWithOffsets(cases.map((x) => x.text));
+        cases.forEach((x, i) => {
+          assert.deepEqual(Array.from(got[i].ids), x.ids, `ids of text ${i}`);
+          assert.deepEqual(Array.from(got[i].offsets), x.offsets, `offsets of text ${i} ${JSON.stringify(x.text.slice(0, 40))}`);
+        });
+      } finally {
+        e.dispose();
+      }
+    });
+  }
 });
 
 describe("Embedder builds", () => {
