@@ -5,7 +5,7 @@
 - wrong credentials, a missing bucket: one clear line, before any model is loaded;
 - the Batch API reads its input from an object and writes its output and error files to a
   folder (and still serves them at ``/v1/files/{id}/content``), with the prefixes and
-  credentials of each API key; URLs outside the allow-lists are refused before any request
+  credentials of each API key, also when a batch is cancelled or expires; URLs outside the allow-lists are refused before any request
   reaches the store, and no credential appears in a response, a log line or the bytes of
   the jobs directory (the database, its WAL, the files), also when the store's client quotes
   one in its error.
@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -442,11 +442,17 @@ def test_a_credential_the_store_client_quotes_is_scrubbed_and_never_stored(
         assert secret.encode() not in db and secret.encode() not in files, secret
 
 
-def run_to_the_end(s3: s3_server.S3, root: Path, options: dict[str, Any]) -> Any:
-    """One batch of 5 requests with ``output_folder`` s3://tenant-a/late/, run by the worker
-    to its end with ``options`` as its key's credentials there (the folder is not probed: the
-    batch is made in the store directly). The requests are answered by a stand-in for the
-    model: this is about the files. Returns the batch as it ended."""
+Answering = Callable[[Any, str, str], Callable[[dict[str, Any]], Awaitable[Any]]]
+
+
+def run_to_the_end(s3: s3_server.S3, root: Path, options: dict[str, Any], *,
+                   folder: str = "s3://tenant-a/late/", answering: Answering | None = None,
+                   group: int = 32) -> Any:
+    """One batch of 6 requests with ``output_folder`` ``folder``, run by the worker to its end
+    with ``options`` as its key's credentials there (the folder is not probed: the batch is
+    made in the store directly). The requests are answered by a stand-in for the model (this
+    is about the files): ``answering(store, owner, batch_id)`` gives it, by default one that
+    answers every request with 200. Returns the batch as it ended."""
     import asyncio
 
     from edgembed.jobs.access import AccessPolicy, owner_of
@@ -454,22 +460,24 @@ def run_to_the_end(s3: s3_server.S3, root: Path, options: dict[str, Any]) -> Any
     from edgembed.jobs.worker import Answer, JobWorker
 
     (root / "keys.json").write_text(json.dumps({"keys": [{"key": "k", "storage": [
-        {"prefix": "s3://tenant-a/late", "options": options}]}]}))
+        {"prefix": folder, "options": options}]}]}))
     policy = AccessPolicy.build(key_settings=root / "keys.json", api_keys=["k"])
     store = JobStore(root / "jobs")
     owner = owner_of("k")
     staged = store.upload_path()
     staged.write_text("".join(request_line(f"r{i}", {"input": f"t{i}"}) + "\n"
-                              for i in range(5)))
+                              for i in range(6)))
     record = store.add_file(owner, "batch", "in.jsonl", staged)
     batch = store.create_batch(owner, record.id, "/v1/embeddings", "24h", "m", None,
-                               output_folder="s3://tenant-a/late/")
+                               output_folder=folder)
 
-    async def answer(body: dict[str, Any]) -> Answer:
+    async def every_one(body: dict[str, Any]) -> Answer:
         return Answer(200, {"input": body["input"]}, 1)
 
+    handle = every_one if answering is None else answering(store, owner, batch.id)
+
     async def run() -> None:
-        worker = JobWorker(store, answer, access=policy, poll_s=0.05)
+        worker = JobWorker(store, handle, access=policy, poll_s=0.05, group=group)
         worker.start()
         deadline = time.monotonic() + 60
         while store.status(batch.id) not in FINAL:
@@ -497,7 +505,7 @@ def test_results_a_store_refuses_at_the_end_fail_the_batch_and_stay_on_the_serve
                                        " the object store refused the credentials"), error
     assert done.output_file_id is not None and done.output_blob is None
     assert len((tmp_path / "jobs" / "batches" / done.id / "output.jsonl").read_text()
-               .splitlines()) == 5
+               .splitlines()) == 6
     assert keys(s3, "tenant-a", "late/") == []
     assert f"batch {done.id}: cannot write" in caplog.text
     assert WRONG_SECRET not in caplog.text and WRONG_SECRET not in done.errors
@@ -524,3 +532,57 @@ def test_a_credential_quoted_when_results_are_refused_is_scrubbed_from_the_log_a
     assert QUOTED not in caplog.text
     for secret in (QUOTED, s3.secret_key, s3.access_key):
         assert secret.encode() not in db and secret.encode() not in files, secret
+
+
+def test_cancelled_and_expired_batches_publish_what_they_answered(
+    s3: s3_server.S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/jobs.md: when a batch ends, cancelled or expired too, its committed results are
+    written to its output folder. Each batch here answers one group of two requests (one 200,
+    one 422) and then ends: cancelled by a cancel that arrives while the group is answered, or
+    expired by its completion window passing meanwhile. The objects are byte for byte the
+    files the server serves."""
+    import asyncio
+
+    from edgembed.jobs.worker import Answer
+
+    def answered(body: dict[str, Any]) -> Answer:
+        if body["input"] == "t1":
+            return Answer(422, {"error": {"message": "refused", "type": "invalid_request_error",
+                                          "param": "input", "code": "invalid_input"}})
+        return Answer(200, {"input": body["input"]}, 1)
+
+    def cancelling(store: Any, owner: str, batch_id: str) -> Any:
+        async def answer(body: dict[str, Any]) -> Answer:
+            store.request_cancel(owner, batch_id)
+            return answered(body)
+        return answer
+
+    def expiring(store: Any, owner: str, batch_id: str) -> Any:
+        expires_at = store.batch(batch_id).expires_at
+
+        async def answer(body: dict[str, Any]) -> Answer:
+            while time.time() <= expires_at:  # the window passes while the group is answered
+                await asyncio.sleep(0.05)
+            return answered(body)
+        return answer
+
+    monkeypatch.setattr("edgembed.jobs.store.COMPLETION_WINDOW_S", 1)
+    for status, answering in (("cancelled", cancelling), ("expired", expiring)):
+        root = tmp_path / status
+        root.mkdir()
+        folder = f"s3://tenant-a/ended/{status}/"
+        done = run_to_the_end(s3, root, s3.options(), folder=folder, answering=answering,
+                              group=2)
+        assert done.status == status, done.errors
+        assert (done.completed, done.failed, done.next_line) == (1, 1, 2)
+        assert done.output_blob == f"{folder}{done.id}_output.jsonl"
+        assert done.error_blob == f"{folder}{done.id}_errors.jsonl"
+        local = root / "jobs" / "batches" / done.id
+        assert keys(s3, "tenant-a", f"ended/{status}/") == [
+            f"ended/{status}/{done.id}_errors.jsonl", f"ended/{status}/{done.id}_output.jsonl"]
+        for name in ("output", "errors"):
+            published = get(s3, "tenant-a", f"ended/{status}/{done.id}_{name}.jsonl")
+            assert published is not None and published == (local / f"{name}.jsonl").read_bytes()
+            (line,) = published.decode().splitlines()
+            assert json.loads(line)["custom_id"] == ("r0" if name == "output" else "r1")
