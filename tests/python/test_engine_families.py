@@ -10,11 +10,15 @@ tests/fixtures/reference/tiny/, see tests/fixtures/models/README.md).
 The engine's weights and activations are int8 (docs/quantization.md), so its vectors are held
 to the int8 bounds measured here (the table in tests/fixtures/models/README.md) and, tighter,
 to the ONNX int8 variant: the same quantization scheme computed by another implementation
-(onnxruntime).
+(onnxruntime). For the XLM-RoBERTa and ModernBERT models the real `embed` script's chain
+(pull a directory, export, bundle) writes the same bundle, byte for byte.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -242,3 +246,33 @@ def test_a_bundle_alone_pools_without_its_prompt(bundled: Callable[[str], Bundle
     ids = [e.ids for e in m.tok.encode_batch([prompt + t for t in texts()[:8]])]
     with_prompt = m.encode(e._backend, ids, 0)  # the prompt pooled too: other vectors
     assert cosines(with_prompt, want[:8]).min() < 0.999
+
+
+@pytest.mark.parametrize("name", ["xlm-roberta-mean-prompts", "modernbert-mean"])
+def test_the_command_line_chain_writes_the_same_bundle(
+    bundled: Callable[[str], Bundled], tmp_path: Path, name: str
+) -> None:
+    """The real `embed` script, as a user runs it on a local model directory: `embed pull DIR`,
+    `embed export NAME` (the ONNX variants and their quality), `embed bundle NAME -o FILE`. The
+    bundle is byte for byte the one write_bundle writes from the directory (the SentencePiece
+    Unigram and byte-level BPE tokenizers' tables included), and so is the cache's own copy."""
+    embed = Path(sys.executable).with_name("embed")
+    home = tmp_path / "home"
+    env = {**os.environ, "EDGEMBED_HOME": str(home)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run([str(embed), *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=600)
+        assert done.returncode == 0, (args, done.stderr[-2000:])
+        return done.stdout
+
+    cached = home / "models" / name
+    assert run("pull", "-q", str(model_dir(name))).strip() == str(cached)
+    report = run("export", name)
+    assert all(f"  {v} " in report for v in ("fp32", "int8")), report
+    assert (cached / "model.int8.onnx").is_file()
+    out = tmp_path / f"{name}.emb"
+    assert f"{out.name}\t" in run("bundle", name, "-o", str(out))
+    want = bundled(name).path.read_bytes()
+    assert out.read_bytes() == want
+    assert (cached / f"{name}.int8.emb").read_bytes() == want
