@@ -373,3 +373,30 @@ def test_serve_options_of_object_storage_and_webhooks(tmp_path: Path) -> None:
         job_settings_from_args(p.parse_args(["--allow-storage", "s3://a/x"]), {})
     with pytest.raises(SystemExit):
         p.parse_args(["--webhook-retries", "soon"])
+
+
+def test_allow_storage_and_allow_webhook_given_twice_allow_both(tmp_path: Path) -> None:
+    """``embed serve``'s own parser: each repeated prefix is allowed (with the environment's),
+    and nothing beside them."""
+    from edgembed.errors import NotAllowed
+    from edgembed.serve.cli import build_parser
+    from edgembed.serve.jobs_settings import job_settings_from_args
+
+    args = build_parser().parse_args([
+        "--jobs-dir", str(tmp_path), "--allow-storage", "s3://first/in",
+        "--allow-storage", "S3://second/out/", "--allow-webhook", "https://one.example/h",
+        "--allow-webhook", "https://TWO.example:443/k"])
+    s = job_settings_from_args(args, {"EDGEMBED_ALLOW_STORAGE": "s3://third"})
+    assert s is not None
+    assert s.allow_storage == ("s3://third", "s3://first/in", "S3://second/out/")
+    assert s.allow_webhook == ("https://one.example/h", "https://TWO.example:443/k")
+    policy = s.access_policy(())
+    for url in ("s3://first/in/a.jsonl", "s3://second/out/b/", "s3://third/c.jsonl"):
+        assert policy.storage.check(url, what="input_blob") == url
+    for url in ("s3://first/other.jsonl", "s3://second/in/a.jsonl", "s3://fourth/x"):
+        with pytest.raises(NotAllowed):
+            policy.storage.check(url, what="input_blob")
+    assert policy.webhook_allowed("https://one.example/h/x")
+    assert policy.webhook_allowed("https://two.example/k/y")
+    assert not policy.webhook_allowed("https://two.example/h/x")
+    assert not policy.webhook_allowed("https://three.example/h")
