@@ -11,6 +11,10 @@ would need Node for the Python tests and has one fixed key pair.
 Setup spends exactly the unauthenticated requests moto allows: create an IAM user, give it an
 access key, attach a policy allowing ``s3:*``. Every request after those three is
 authenticated; buckets are created with the user's key.
+
+With ``recording``, moto's own request recorder (``MOTO_ENABLE_RECORDING``) appends every
+request the server receives to that file before answering it; ``S3.requests()`` reads them
+back, so a test can tell whether a request reached the store at all.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 REGION = "us-east-1"
 SETUP_REQUESTS = 3  # CreateUser, CreateAccessKey, PutUserPolicy
@@ -38,6 +44,7 @@ class S3:
     access_key: str
     secret_key: str
     proc: subprocess.Popen[bytes]
+    recording: Path | None = None
 
     def env(self, *, access_key: str | None = None, secret_key: str | None = None
             ) -> dict[str, str]:
@@ -59,6 +66,18 @@ class S3:
         return {"key": self.access_key, "secret": self.secret_key,
                 "endpoint_url": self.endpoint, "client_kwargs": {"region_name": REGION}}
 
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, path?query) of every request the server has received (``recording``)."""
+        assert self.recording is not None, "start the server with a recording file"
+        if not self.recording.exists():
+            return []
+        out = []
+        for line in self.recording.read_text().splitlines():
+            entry = json.loads(line)
+            parts = urlsplit(entry["url"])
+            out.append((entry["method"], parts.path + (f"?{parts.query}" if parts.query else "")))
+        return out
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -68,15 +87,17 @@ class S3:
             self.proc.wait(timeout=10)
 
 
-def start(buckets: tuple[str, ...] = ()) -> S3:
+def start(buckets: tuple[str, ...] = (), recording: Path | None = None) -> S3:
     """Start moto's server on a free port, with one IAM user allowed ``s3:*``, and create
-    ``buckets``."""
+    ``buckets``; with ``recording``, every request it receives is recorded there."""
     import boto3
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_REQUESTS)}
+    if recording is not None:
+        env.update(MOTO_ENABLE_RECORDING="true", MOTO_RECORDER_FILEPATH=str(recording.resolve()))
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"):
         env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
@@ -100,7 +121,7 @@ def start(buckets: tuple[str, ...] = ()) -> S3:
     iam.put_user_policy(UserName="edgembed-tests", PolicyName="s3", PolicyDocument=json.dumps(
         {"Version": "2012-10-17",
          "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
-    server = S3(endpoint, key["AccessKeyId"], key["SecretAccessKey"], proc)
+    server = S3(endpoint, key["AccessKeyId"], key["SecretAccessKey"], proc, recording)
     s3 = server.client()
     for bucket in buckets:
         s3.create_bucket(Bucket=bucket)

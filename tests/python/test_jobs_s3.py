@@ -5,10 +5,10 @@
 - wrong credentials, a missing bucket: one clear line, before any model is loaded;
 - the Batch API reads its input from an object and writes its output and error files to a
   folder (and still serves them at ``/v1/files/{id}/content``), with the prefixes and
-  credentials of each API key, also when a batch is cancelled or expires; URLs outside the allow-lists are refused before any request
-  reaches the store, and no credential appears in a response, a log line or the bytes of
-  the jobs directory (the database, its WAL, the files), also when the store's client quotes
-  one in its error.
+  credentials of each API key, also when a batch is cancelled or expires; URLs outside the
+  allow-lists are refused before any request reaches the store (moto records every request),
+  and no credential appears in a response, a log line or the bytes of the jobs directory
+  (the database, its WAL, the files), also when the store's client quotes one in its error.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ CHUNK = 12
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[s3_server.S3]:
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[s3_server.S3]:
+    recording = tmp_path_factory.mktemp("moto") / "requests.jsonl"
     server = s3_server.start(buckets=("data", "tenant-a", "tenant-b", "tenant-a-evil",
-                                      "shared"))
+                                      "shared"), recording=recording)
     yield server
     server.stop()
 
@@ -317,13 +318,18 @@ def test_batch_reads_an_input_object_and_writes_its_results_to_a_folder(
     assert keys(s3, "shared", "jobs/results/") == [f"jobs/results/{shared.id}_output.jsonl"]
 
 
-def test_urls_outside_the_allow_lists_are_refused_before_any_io(
+def test_urls_outside_the_allow_lists_are_refused_before_any_request_reaches_the_store(
     api: tuple[Any, Captured], s3: s3_server.S3
 ) -> None:
+    """moto records every request it receives (``S3.requests``): none arrives while the
+    refused URLs are answered, and the allowed ones that fail (a missing object, a folder, an
+    object over the limit) do reach it — the record is of real traffic."""
     server, _ = api
     s3.client().put_object(Bucket="tenant-a", Key="in/ok.jsonl",
                            Body=request_line("x", {"input": "ok"}).encode())
     before = {b: keys(s3, b) for b in ("tenant-a", "tenant-b", "tenant-a-evil", "shared")}
+    seen = len(s3.requests())
+    assert seen > 0 and s3.requests()[-1][1].startswith("/shared")  # the last listing
     refused: list[tuple[str, dict[str, Any], int]] = [
         (KEY_B, {"input_blob": "s3://tenant-a/in/ok.jsonl"}, 403),  # key A's prefix
         (KEY_A, {"input_blob": "s3://tenant-b/in/ok.jsonl"}, 403),  # another bucket
@@ -346,10 +352,13 @@ def test_urls_outside_the_allow_lists_are_refused_before_any_io(
         with client(server, key) as c, pytest.raises(openai.APIStatusError) as exc:
             create(c, **extra)
         assert exc.value.status_code == status, (extra, exc.value.message)
+    assert s3.requests()[seen:] == []  # not one request reached the store
     with client(server, KEY_A) as c:
         with pytest.raises(openai.NotFoundError) as missing:
             create(c, input_blob="s3://tenant-a/in/missing.jsonl")
         assert "storage_not_found" in str(missing.value.body)
+        assert any(path.startswith("/tenant-a/in/missing.jsonl")
+                   for _, path in s3.requests()[seen:])
         with pytest.raises(openai.NotFoundError) as folder:
             create(c, input_blob="s3://tenant-a/in/")
         assert "it is a folder, not an object" in folder.value.message
