@@ -7,7 +7,7 @@
  */
 import { POOLING, type Pooling } from "./abi.js";
 import { EngineInstance, moduleImportsMemory, type ModelInfo } from "./bindings.js";
-import { chooseModule, type Variant } from "./modules.js";
+import { chooseModule, type Build } from "./modules.js";
 import { EngineSession, type SparseRow, type TokenOffsets } from "./session.js";
 import { EmbedderDisposed, InputError } from "./errors.js";
 import { loadBytes, type BundleSource, type LoadOptions } from "./loader.js";
@@ -280,11 +280,11 @@ const registry = new FinalizationRegistry<EngineSession>((session) => session.di
 /** Sentence embeddings in this thread. `await Embedder.load(bundle)`, then `embed(texts)`. */
 export class Embedder {
   /** Which engine build runs: "simd128" or "relaxed". */
-  readonly build: Variant;
+  readonly build: Build;
   private session: EngineSession | null;
   private readonly promptSet: Prompts;
 
-  private constructor(session: EngineSession, build: Variant, prompts: Prompts) {
+  private constructor(session: EngineSession, build: Build, prompts: Prompts) {
     this.session = session;
     this.build = build;
     this.promptSet = prompts;
@@ -308,7 +308,7 @@ export class Embedder {
   }
 
   /** @deprecated the old name of `build`. */
-  get variant(): Variant {
+  get variant(): Build {
     return this.build;
   }
 
@@ -451,7 +451,7 @@ export class Embedder {
 }
 
 /** The engine module to run single-threaded, from the options or chosen for this host. */
-export async function resolveEngine(options: EngineOptions): Promise<{ module: WebAssembly.Module; build: Variant }> {
+export async function resolveEngine(options: EngineOptions): Promise<{ module: WebAssembly.Module; build: Build }> {
   const m = options.engineModule;
   if (m !== undefined) {
     if (!(m instanceof WebAssembly.Module)) throw new InputError("engineModule must be a WebAssembly.Module");

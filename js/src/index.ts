@@ -29,7 +29,7 @@ export type { Env, Runtime } from "./env.js";
 export { loadBytes, sha256Hex } from "./loader.js";
 export type { BundleSource, LoadOptions, LoadProgress } from "./loader.js";
 export { provideModules, WASM_FILES } from "./modules.js";
-export type { Variant } from "./modules.js";
+export type { Build, Variant } from "./modules.js";
 export type { ModelInfo } from "./bindings.js";
 export type { Pooling } from "./abi.js";
 export {

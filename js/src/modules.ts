@@ -3,7 +3,7 @@
  * probes that choose between them, and the shared memory of the threads build. No export is
  * called here except through EngineInstance (bindings.ts), which runs the relaxed build's probe.
  *
- *   file (dist/wasm/)      kernels, memory                                   Variant
+ *   file (dist/wasm/)      kernels, memory                                   Build
  *   edgembed.wasm          SIMD128 kernels, own memory                      "simd128"
  *   edgembed-relaxed.wasm  relaxed-SIMD int8 dot products, own memory        "relaxed"
  *                          (on arm64 by default, and only after emb_relaxed_probe_wasm() == 1)
@@ -18,31 +18,34 @@ import { env } from "./env.js";
 import { BackendUnavailable } from "./errors.js";
 import { readFileBytes, toPath } from "./host.js";
 
-export type Variant = "simd128" | "relaxed" | "threads";
+/** Which engine build runs: an Embedder's, Reranker's or EmbedderPool's `build`. */
+export type Build = "simd128" | "relaxed" | "threads";
+/** @deprecated the old name of `Build` ("variant" names a model's quantization in Python). */
+export type Variant = Build;
 
-/** The file name of each variant, under dist/wasm/ (package subpath `edgembed/wasm/<file>`). */
-export const WASM_FILES: Readonly<Record<Variant, string>> = Object.freeze({
+/** The file name of each build, under dist/wasm/ (package subpath `edgembed/wasm/<file>`). */
+export const WASM_FILES: Readonly<Record<Build, string>> = Object.freeze({
   simd128: "edgembed.wasm",
   relaxed: "edgembed-relaxed.wasm",
   threads: "edgembed-threads.wasm",
 });
 
 /** Modules given ahead of time (the Cloudflare Workers entry imports them), by variant. */
-const presetModules = new Map<Variant, WebAssembly.Module>();
+const presetModules = new Map<Build, WebAssembly.Module>();
 const compiled = new Map<string, Promise<WebAssembly.Module>>();
 
 /** Registers ready modules, e.g. `import m from "edgembed/wasm/edgembed.wasm"` in a Worker. */
-export function provideModules(modules: Partial<Record<Variant, WebAssembly.Module>>): void {
-  for (const [k, m] of Object.entries(modules)) if (m) presetModules.set(k as Variant, m);
+export function provideModules(modules: Partial<Record<Build, WebAssembly.Module>>): void {
+  for (const [k, m] of Object.entries(modules)) if (m) presetModules.set(k as Build, m);
 }
 
-function wasmUrl(variant: Variant, base?: string | URL): URL {
+function wasmUrl(variant: Build, base?: string | URL): URL {
   const dir = base === undefined ? new URL("./wasm/", import.meta.url) : new URL(String(base).replace(/\/?$/, "/"), import.meta.url);
   return new URL(WASM_FILES[variant], dir);
 }
 
 /** The bytes of a variant's .wasm file (the pool sends them to workers that compile for themselves). */
-export async function wasmBytes(variant: Variant, base?: string | URL): Promise<Uint8Array> {
+export async function wasmBytes(variant: Build, base?: string | URL): Promise<Uint8Array> {
   const url = wasmUrl(variant, base);
   if (url.protocol === "file:" && env.fileSystem) return readFileBytes(toPath(url));
   const res = await fetch(url);
@@ -51,7 +54,7 @@ export async function wasmBytes(variant: Variant, base?: string | URL): Promise<
 }
 
 /** The compiled module of a variant (compiled once per variant and location). */
-export function compileVariant(variant: Variant, base?: string | URL): Promise<WebAssembly.Module> {
+export function compileVariant(variant: Build, base?: string | URL): Promise<WebAssembly.Module> {
   const preset = presetModules.get(variant);
   if (preset) return Promise.resolve(preset);
   if (!env.compileWasm) {
@@ -130,7 +133,7 @@ function exactRelaxed(base?: string | URL): Promise<WebAssembly.Module | null> {
 export async function chooseModule(
   prefer: "auto" | "simd128" | "relaxed" = "auto",
   base?: string | URL,
-): Promise<{ module: WebAssembly.Module; variant: Variant }> {
+): Promise<{ module: WebAssembly.Module; variant: Build }> {
   if (env.compileWasm && !presetModules.has("simd128") && !hasSimd128()) {
     throw new BackendUnavailable(
       "this JavaScript engine has no WebAssembly SIMD; edgembed needs it (Chrome/Edge 91+, Firefox 89+, Safari 16.4+, Node 16.4+, Deno, Bun)",

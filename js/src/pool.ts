@@ -14,7 +14,7 @@
  * dropped silently: each call resolves with its vectors or rejects with an error that says why.
  */
 import { EngineInstance, type ModelInfo } from "./bindings.js";
-import { compileVariant, importedMemoryLimits, sharedMemory, wasmBytes, type Variant } from "./modules.js";
+import { compileVariant, importedMemoryLimits, sharedMemory, wasmBytes, type Build } from "./modules.js";
 import { EngineSession } from "./session.js";
 import {
   asTexts,
@@ -89,7 +89,7 @@ interface SharedState {
 export class EmbedderPool {
   readonly mode: PoolMode;
   /** The engine build the workers run ("threads" when weights are shared). */
-  readonly build: Variant;
+  readonly build: Build;
   private modelInfo: ModelInfo | null;
   private readonly slots: Slot[] = [];
   private readonly queue: Job[] = [];
@@ -107,7 +107,7 @@ export class EmbedderPool {
 
   private constructor(args: {
     mode: PoolMode;
-    build: Variant;
+    build: Build;
     info: ModelInfo | null;
     size: number;
     init: (slot: Slot) => WorkerInit;
@@ -213,7 +213,7 @@ export class EmbedderPool {
   }
 
   /** @deprecated the old name of `build`. */
-  get variant(): Variant {
+  get variant(): Build {
     return this.build;
   }
 

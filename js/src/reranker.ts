@@ -13,7 +13,7 @@ import type { ModelInfo } from "./bindings.js";
 import { EmbedderDisposed, InputError } from "./errors.js";
 import { loadBytes, type BundleSource, type LoadOptions } from "./loader.js";
 import { resolveEngine, type EngineOptions } from "./embedder.js";
-import type { Variant } from "./modules.js";
+import type { Build } from "./modules.js";
 
 export interface RerankerOptions extends LoadOptions, EngineOptions {}
 
@@ -67,13 +67,13 @@ const registry = new FinalizationRegistry<EngineSession>((session) => session.di
 /** Cross-encoder scores in this thread. `await Reranker.load(bundle)`, then `rerank(query, documents)`. */
 export class Reranker {
   /** Which engine build runs: "simd128" or "relaxed". */
-  readonly build: Variant;
+  readonly build: Build;
   private session: EngineSession | null;
   private readonly activate: (x: number) => number;
   /** What turns logits into scores: "sigmoid" for one-label rerankers (the bundle's classifier.score_activation). */
   readonly activation: string;
 
-  private constructor(session: EngineSession, build: Variant) {
+  private constructor(session: EngineSession, build: Build) {
     this.session = session;
     this.build = build;
     this.activation = session.meta("classifier.score_activation") ?? "identity";
@@ -108,7 +108,7 @@ export class Reranker {
   }
 
   /** @deprecated the old name of `build`. */
-  get variant(): Variant {
+  get variant(): Build {
     return this.build;
   }
 

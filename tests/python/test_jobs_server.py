@@ -342,27 +342,37 @@ def test_serve_options_of_object_storage_and_webhooks(tmp_path: Path) -> None:
     import argparse
 
     from edgembed.errors import InputError
+    from edgembed.serve.cli import apply_environment
     from edgembed.serve.jobs_settings import add_job_arguments, job_settings_from_args
 
-    p = argparse.ArgumentParser()
-    add_job_arguments(p)
-    args = p.parse_args(["--jobs-dir", str(tmp_path), "--allow-storage", "s3://a/x",
-                         "--allow-webhook", "https://hooks.example/", "--webhook-retries",
-                         "1s,2m,1h", "--key-settings", str(tmp_path / "keys.json")])
+    def parser(env: dict[str, str]) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser()
+        add_job_arguments(p)
+        apply_environment(p, env)  # as embed serve does: each option's own variable
+        return p
+
     env = {"EDGEMBED_ALLOW_STORAGE": "s3://b/y, gs://c", "EDGEMBED_WEBHOOK_SECRET": "whsec_x",
-           "EDGEMBED_ALLOW_WEBHOOKS": "https://other.example/h"}
-    s = job_settings_from_args(args, env)
+           "EDGEMBED_ALLOW_WEBHOOK": "https://other.example/h"}
+    argv = ["--jobs-dir", str(tmp_path), "--allow-storage", "s3://a/x", "--allow-webhook",
+            "https://hooks.example/", "--webhook-retries", "1s,2m,1h", "--key-settings",
+            str(tmp_path / "keys.json")]
+    s = job_settings_from_args(parser(env).parse_args(argv), env)
     assert s is not None
-    assert s.allow_storage == ("s3://b/y", "gs://c", "s3://a/x")
+    assert s.allow_storage == ("s3://b/y", "gs://c", "s3://a/x")  # each once
     assert s.allow_webhook == ("https://other.example/h", "https://hooks.example/")
     assert s.webhook_retries_s == (1.0, 120.0, 3600.0)
     assert s.key_settings == tmp_path / "keys.json" and s.webhook_secret == "whsec_x"
     assert "whsec_x" not in repr(s)
-    plain = job_settings_from_args(p.parse_args(["--jobs-dir", str(tmp_path)]),
-                                   {"EDGEMBED_WEBHOOK_RETRIES": "none",
-                                    "EDGEMBED_KEY_SETTINGS": "/etc/keys.json"})
+    # EDGEMBED_ALLOW_WEBHOOKS, the variable's old name, still works (deprecated)
+    old = {"EDGEMBED_ALLOW_WEBHOOKS": "https://old.example/h"}
+    legacy = job_settings_from_args(parser(old).parse_args(argv[:2]), old)
+    assert legacy is not None and legacy.allow_webhook == ("https://old.example/h",)
+    plain_env = {"EDGEMBED_WEBHOOK_RETRIES": "none", "EDGEMBED_KEY_SETTINGS": "/etc/keys.json"}
+    plain = job_settings_from_args(parser(plain_env).parse_args(["--jobs-dir", str(tmp_path)]),
+                                   plain_env)
     assert plain is not None and plain.webhook_retries_s == ()
     assert plain.key_settings == Path("/etc/keys.json")
+    p = parser({})
     (tmp_path / "secret").write_text("whsec_from_a_file\n")
     from_file = job_settings_from_args(p.parse_args(["--jobs-dir", str(tmp_path),
                                                      "--webhook-secret-file",

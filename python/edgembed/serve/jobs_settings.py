@@ -3,20 +3,23 @@
 No web framework is imported here, so ``embed serve --help`` works without the serve extra;
 ``jobs_routes`` uses these settings to mount ``/v1/files`` and ``/v1/batches``.
 
-Every option has an environment variable too (the option wins where both are given; a
+Every option has an environment variable too, named after it like every ``embed serve``
+option's and applied by ``cli.apply_environment`` (the option wins where both are given; a
 repeatable option's values are added to the variable's, which are comma- or
 whitespace-separated):
 
     --allow-storage PREFIX       EDGEMBED_ALLOW_STORAGE
-    --allow-webhook PREFIX       EDGEMBED_ALLOW_WEBHOOKS
+    --allow-webhook PREFIX       EDGEMBED_ALLOW_WEBHOOK (EDGEMBED_ALLOW_WEBHOOKS: deprecated)
     --key-settings PATH          EDGEMBED_KEY_SETTINGS
-    --webhook-secret-file PATH   EDGEMBED_WEBHOOK_SECRET (the secret itself)
+    --webhook-secret-file PATH   EDGEMBED_WEBHOOK_SECRET_FILE (or EDGEMBED_WEBHOOK_SECRET,
+                                 the secret itself, read here)
     --webhook-retries DELAYS     EDGEMBED_WEBHOOK_RETRIES
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -24,14 +27,13 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..jobs.access import AccessPolicy
-from ..jobs.webhooks import DEFAULT_SCHEDULE_S, MAX_RETRIES, RETRIES_ENV, SECRET_ENV, parse_schedule
+from ..jobs.webhooks import DEFAULT_SCHEDULE_S, MAX_RETRIES, SECRET_ENV, parse_schedule
 from .settings import parse_size
 
 __all__ = ["JobSettings", "add_job_arguments", "job_settings_from_args"]
 
-ALLOW_STORAGE_ENV = "EDGEMBED_ALLOW_STORAGE"
-ALLOW_WEBHOOKS_ENV = "EDGEMBED_ALLOW_WEBHOOKS"
-KEY_SETTINGS_ENV = "EDGEMBED_KEY_SETTINGS"
+# the old name of --allow-webhook's variable (EDGEMBED_ALLOW_WEBHOOK): still read, deprecated
+ALLOW_WEBHOOKS_DEPRECATED_ENV = "EDGEMBED_ALLOW_WEBHOOKS"
 
 
 @dataclass(frozen=True)
@@ -79,21 +81,21 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
                    help="requests per batch (default: %(default)s)")
     g.add_argument("--allow-storage", action="append", default=[], metavar="PREFIX",
                    help="an object-store prefix (s3://bucket/path) batches may read inputs from "
-                        "and write results to, with the server's credentials (repeatable; "
-                        f"also ${ALLOW_STORAGE_ENV}). None: only uploads")
+                        "and write results to, with the server's credentials (repeatable). None: "
+                        "only uploads")
     g.add_argument("--allow-webhook", action="append", default=[], metavar="PREFIX",
                    help="a URL prefix (https://host/path) batch webhooks may call (repeatable; "
-                        f"also ${ALLOW_WEBHOOKS_ENV}). None: no webhooks")
+                        f"${ALLOW_WEBHOOKS_DEPRECATED_ENV}, the deprecated old name of its "
+                        "variable, still works). None: no webhooks")
     g.add_argument("--key-settings", metavar="PATH",
                    help="JSON with each API key's own storage prefixes and credentials and its "
-                        f"webhook secret (also ${KEY_SETTINGS_ENV}; docs/jobs.md)")
+                        "webhook secret (docs/jobs.md)")
     g.add_argument("--webhook-secret-file", metavar="PATH",
                    help="the webhook signing secret (whsec_…) of a server without API keys "
                         f"(also ${SECRET_ENV}, the secret itself)")
     g.add_argument("--webhook-retries", type=_schedule, default=None, metavar="DELAYS",
                    help="delays before each retry of a webhook delivery (default: "
-                        "5s,5m,30m,2h,5h,10h,14h,20h,24h: 10 attempts over 75 hours; also "
-                        f"${RETRIES_ENV})")
+                        "5s,5m,30m,2h,5h,10h,14h,20h,24h: 10 attempts over 75 hours)")
 
 
 def _size(text: str) -> int:
@@ -117,7 +119,9 @@ def _env_list(name: str, environ: dict[str, str]) -> list[str]:
 def job_settings_from_args(
     args: argparse.Namespace, environ: dict[str, str] | None = None
 ) -> JobSettings | None:
-    """The settings, or None when ``--jobs-dir`` is not given."""
+    """The settings, or None when ``--jobs-dir`` is not given. The options' own variables
+    come through ``args`` (``cli.apply_environment``); ``environ`` gives the webhook secret
+    and the deprecated ``EDGEMBED_ALLOW_WEBHOOKS``."""
     env = dict(os.environ if environ is None else environ)
     if not getattr(args, "jobs_dir", None):
         given = [f for f, v in (("--allow-storage", args.allow_storage),
@@ -136,17 +140,17 @@ def job_settings_from_args(
             why = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
             raise InputError(f"cannot read the webhook secret file {args.webhook_secret_file}: "
                              f"{why}") from None
-    retries = args.webhook_retries
-    if retries is None:
-        retries = (parse_schedule(env[RETRIES_ENV]) if env.get(RETRIES_ENV)
-                   else DEFAULT_SCHEDULE_S)
-    key_settings = args.key_settings or env.get(KEY_SETTINGS_ENV) or None
+    retries = DEFAULT_SCHEDULE_S if args.webhook_retries is None else args.webhook_retries
+    key_settings = args.key_settings or None
+    if env.get(ALLOW_WEBHOOKS_DEPRECATED_ENV):
+        logging.getLogger("edgembed.serve").warning(
+            "%s is deprecated: name the webhook prefixes in EDGEMBED_ALLOW_WEBHOOK",
+            ALLOW_WEBHOOKS_DEPRECATED_ENV)
     return JobSettings(jobs_dir=Path(args.jobs_dir).expanduser(),
                        max_upload_bytes=args.max_upload_bytes,
                        max_batch_requests=args.max_batch_requests,
-                       allow_storage=tuple(_env_list(ALLOW_STORAGE_ENV, env)
-                                           + list(args.allow_storage)),
-                       allow_webhook=tuple(_env_list(ALLOW_WEBHOOKS_ENV, env)
+                       allow_storage=tuple(args.allow_storage),
+                       allow_webhook=tuple(_env_list(ALLOW_WEBHOOKS_DEPRECATED_ENV, env)
                                            + list(args.allow_webhook)),
                        key_settings=Path(key_settings).expanduser() if key_settings else None,
                        webhook_secret=secret, webhook_retries_s=retries)
