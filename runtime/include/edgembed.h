@@ -86,7 +86,13 @@
  *        sparse.max_active_dims  optional (head "mlm"), 1 .. vocab_size: the model keeps only
  *                          that many largest weights (sentence-transformers' max_active_dims);
  *                          informational: hosts apply it (e.g. as emb_request.top_k)
- *        quantization      "int8-block32"  (scheme below; docs/quantization.md)
+ *        quantization      "int8-block32"  (scheme below; docs/quantization.md), or
+ *                          "fp32-rescored" (head "mlm" only): every linear but mlm.decoder is
+ *                          fp32 (NAME.weight below) and so is the word table (embeddings.word);
+ *                          mlm.decoder stays int8 and its logits are rescored exactly: those its
+ *                          error bound leaves possibly positive are recomputed in fp32 from the
+ *                          fp32 rows (runtime/src/heads.c; docs/quantization.md, "Rerankers and
+ *                          SPLADE models"). An engine before it refuses it: EMB_STATUS_UNSUPPORTED
  *        weight_layout     "n4k4"          (packing below)
  *        attention         "fp32" (the default; absent means it too) or "int8": QKᵀ and P·V as
  *                          int8 products with a scale per row and block of 32
@@ -107,6 +113,7 @@
  * (attention_bias, ffn_bias), NAME.bias; every shape is checked against the configuration):
  *    embeddings.word.q         I8  (V, C)          row-major
  *    embeddings.word.scale     F32 (V, ⌈C/32⌉)     one scale per row and block of 32
+ *    embeddings.word           F32 (V, C)          instead of both with "fp32-rescored"
  *    embeddings.position       F32 (P, C)          when position is absolute
  *    embeddings.token_type     F32 (type_vocab_size, C)    when type_vocab_size > 0
  *    embeddings.norm.weight    F32 (C)   and .bias with norm_bias
@@ -136,7 +143,9 @@
  *    mlm.transform             linear, N = C, K = C (its .bias optional)    head "mlm"
  *    mlm.norm.weight           F32 (C), .bias (C)
  *    mlm.decoder               linear, N = V, K = C (its .bias optional; a tied decoder is a
- *                          copy of the word embeddings in this layout)
+ *                          copy of the word embeddings in this layout); always int8
+ *    mlm.decoder.weight        F32 (V, C)  "fp32-rescored" with a decoder not tied to the word
+ *                          embeddings: its fp32 rows for rescoring (tied: embeddings.word's)
  *    tokenizer.vocab           U8  (bytes)  the tokens joined by '\n'; id = line index (wordpiece)
  *
  * Unigram and BPE tokenizers (written by python/edgembed/export/tokenizer_tables.py from
@@ -168,7 +177,10 @@
  *    NAME.bias   F32 (Np)                b, then zeros
  * i.e. the "n4k4" layout: groups of 4 output rows, and inside a group 16-byte cells of
  * 4 rows × 4 consecutive k. Every kernel (scalar, SIMD128, relaxed SIMD, AVX-512, AVX2, NEON)
- * reads it as is. When K % 32 != 0 the last block of a row is SHORT: its scale is the max over its
+ * reads it as is. An fp32 linear ("fp32-rescored") has instead of .q and .scale
+ *    NAME.weight F32 (Np/4, Kp/4, 4, 4)  w[g][j][r][c] = W[4g+r][4j+c]  (the same cells, fp32)
+ * computed as y[m][n] = bias[n] + ((l0 + l2) + (l1 + l3)), l_c = Σ_{k ≡ c mod 4} x[m][k] ·
+ * W[n][k] in increasing k, every product and sum rounded to fp32 (no FMA). When K % 32 != 0 the last block of a row is SHORT: its scale is the max over its
  * K % 32 real values / 127, which is exactly what zero-padding the block gives.
  *
  * Arithmetic (docs/quantization.md): each token's activation row x (K, zero-padded to Kp) is

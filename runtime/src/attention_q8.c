@@ -108,8 +108,8 @@ void emb_attention_q8(const emb_kernels *k, const emb_attention_args *a, size_t 
     carve(n, d, scratch, &sc);
     for (size_t i = 0; i < max2(n4, d4); i++) sc.zeros[i] = 0.0f;
     float scale = 1.0f / __builtin_sqrtf((float)d);
-    emb_linear keys = {sc.kq, sc.ks, sc.zeros, (int32_t)n4, (int32_t)dp};
-    emb_linear values = {sc.vq, sc.vs, sc.zeros, (int32_t)d4, (int32_t)n32};
+    emb_linear keys = {sc.kq, sc.ks, sc.zeros, (int32_t)n4, (int32_t)dp, NULL};
+    emb_linear values = {sc.vq, sc.vs, sc.zeros, (int32_t)d4, (int32_t)n32, NULL};
     for (size_t h = h0; h < h1; h++) {
         const float *bias = a->bias ? a->bias + h * a->bias_ld + a->bias_mid : NULL;
         /* keys: one row each, blocks along D */

@@ -55,7 +55,7 @@ typedef struct job {
     size_t split_heads;       /* attention tasks: 1 per (sequence, head), 0 per sequence */
     /* a column-split linear layer: y[:, n0:n1] for slice t */
     const emb_linear *lin;
-    const emb_qx *xq;
+    const void *xq;           /* emb_qx, or floats with fp32 linears */
     const float *xs;
     float *y;
     size_t ldy;
@@ -64,6 +64,26 @@ typedef struct job {
 } job;
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* ── linear layers: int8 (quantized input) or fp32 (the input's copy) ────────────────
+   A linear layer's input buffers (xq, hq) hold the quantized rows for an int8 model and a copy
+   of the float rows for fp32 linears (config.linear_f32): stage() makes them, linear() reads
+   them, qat() is the element at an offset in either. */
+
+static void *qat(const job *jb, void *base, size_t off) {
+    return jb->cf->linear_f32 ? (void *)((float *)base + off) : (void *)((emb_qx *)base + off);
+}
+
+static void stage(const job *jb, const float *x, size_t m, size_t k, void *q, float *s) {
+    if (jb->cf->linear_f32) emb_memcpy(q, x, sizeof(float) * m * k);
+    else jb->k->quantize_rows(x, m, k, q, s);
+}
+
+static void linear(const job *jb, const void *q, const float *s, size_t m, const emb_linear *lin, float *y,
+                   size_t ldy) {
+    if (lin->w) jb->ctx->gemm_f32(q, m, lin, y, ldy);
+    else jb->k->gemm_q8(q, s, m, lin, y, ldy);
+}
 
 /* ── steps on rows, shared by both splits ──────────────────────────────────────────── */
 
@@ -79,7 +99,7 @@ static void add_rows(float *x, const float *y, size_t m, size_t cp) {
 
 /* The input of layer L's attention for rows x (m, Cp), quantized into (xq, xs): x itself
    (post-norm, or a pre-norm layer without a norm), else LN(x), computed in tmp (m, Cp). */
-static void attention_input(const job *jb, const emb_layer *L, const float *x, size_t m, float *tmp, emb_qx *xq,
+static void attention_input(const job *jb, const emb_layer *L, const float *x, size_t m, float *tmp, void *xq,
                             float *xs) {
     const emb_config *cf = jb->cf;
     size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
@@ -88,34 +108,34 @@ static void attention_input(const job *jb, const emb_layer *L, const float *x, s
         jb->k->layernorm(tmp, NULL, m, c, cp, L->attn_norm_w, L->attn_norm_b, cf->eps);
         x = tmp;
     }
-    jb->k->quantize_rows(x, m, cp, xq, xs);
+    stage(jb, x, m, cp, xq, xs);
 }
 
 /* After the attention output projection y (m, Cp): the residual and norm, then the FFN's
    input quantized into (xq, xs). */
-static void after_attention(const job *jb, float *x, const float *y, size_t m, float *tmp, emb_qx *xq, float *xs) {
+static void after_attention(const job *jb, float *x, const float *y, size_t m, float *tmp, void *xq, float *xs) {
     const emb_config *cf = jb->cf;
     const emb_layer *L = jb->L;
     size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
     if (!cf->pre_norm) {
         jb->k->layernorm(x, y, m, c, cp, L->attn_norm_w, L->attn_norm_b, cf->eps);
-        jb->k->quantize_rows(x, m, cp, xq, xs);
+        stage(jb, x, m, cp, xq, xs);
         return;
     }
     add_rows(x, y, m, cp);
     emb_memcpy(tmp, x, sizeof(float) * m * cp);
     jb->k->layernorm(tmp, NULL, m, c, cp, L->ffn_norm_w, L->ffn_norm_b, cf->eps);
-    jb->k->quantize_rows(tmp, m, cp, xq, xs);
+    stage(jb, tmp, m, cp, xq, xs);
 }
 
 /* The FFN's hidden layer from the up projection u (m, up_n), quantized into (hq, hs): act(u),
    or for a GLU act(u[:, :F]) · u[:, F:2F] written to h (m, Fp) with zero padding. */
-static void ffn_hidden(const job *jb, float *u, size_t m, float *h, emb_qx *hq, float *hs) {
+static void ffn_hidden(const job *jb, float *u, size_t m, float *h, void *hq, float *hs) {
     const emb_config *cf = jb->cf;
     size_t f = (size_t)cf->ffn_dim, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n;
     if (!cf->glu) {
         activation(jb, u, m * un);  /* padding: act(0) = 0 */
-        jb->k->quantize_rows(u, m, fp, hq, hs);
+        stage(jb, u, m, fp, hq, hs);
         return;
     }
     for (size_t r = 0; r < m; r++) {
@@ -124,12 +144,12 @@ static void ffn_hidden(const job *jb, float *u, size_t m, float *h, emb_qx *hq, 
         for (size_t j = 0; j < f; j++) hr[j] = ur[j] * ur[f + j];
         for (size_t j = f; j < fp; j++) hr[j] = 0.0f;
     }
-    jb->k->quantize_rows(h, m, fp, hq, hs);
+    stage(jb, h, m, fp, hq, hs);
 }
 
 /* After the FFN's down projection y (m, Cp): the residual and norm, then the next layer's
    attention input (or, after the last layer, the final norm). */
-static void after_ffn(const job *jb, float *x, const float *y, size_t m, float *tmp, emb_qx *xq, float *xs) {
+static void after_ffn(const job *jb, float *x, const float *y, size_t m, float *tmp, void *xq, float *xs) {
     const emb_config *cf = jb->cf;
     const emb_layer *L = jb->L;
     size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
@@ -177,8 +197,6 @@ static void embed(emb_context *ctx, const int32_t *ids, const int32_t *types, co
         size_t counted = 0;  /* tokens of this sequence other than position_pad_id */
         for (size_t p = 0; p < (size_t)lengths[s]; p++, t++) {
             size_t id = (size_t)ids[t];
-            const int8_t *wq = w->word_q + id * c;
-            const float *ws = w->word_scale + id * nb;
             float *row = ctx->x + t * cp;
             ctx->pos[t] = (int32_t)p;
             const float *pos = NULL, *type = NULL;
@@ -194,6 +212,18 @@ static void embed(emb_context *ctx, const int32_t *ids, const int32_t *types, co
                 pos = w->position + at * c;
             }
             if (w->token_type) type = w->token_type + (size_t)(types ? types[t] : 0) * c;
+            if (w->word_f32) {  /* fp32 table: the sums in the same order */
+                const float *wf = w->word_f32 + id * c;
+                for (size_t j = 0; j < c; j++) {
+                    float e = wf[j];
+                    if (pos) e = e + pos[j];
+                    if (type) e = e + type[j];
+                    row[j] = e;
+                }
+                continue;
+            }
+            const int8_t *wq = w->word_q + id * c;
+            const float *ws = w->word_scale + id * nb;
             if (pos && type) {
                 for (size_t j = 0; j < c; j++) row[j] = ((float)wq[j] * ws[j / EMB_BLOCK] + pos[j]) + type[j];
             } else if (pos) {
@@ -227,7 +257,7 @@ static void task_embed_norm(void *arg, size_t t, int worker) {
     emb_context *ctx = jb->ctx;
     size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
     jb->k->layernorm(ctx->x + r0 * cp, NULL, r1 - r0, c, cp, jb->w->norm_w, jb->w->norm_b, cf->eps);
-    attention_input(jb, jb->L, ctx->x + r0 * cp, r1 - r0, worker_hidden(jb, worker), (emb_qx *)ctx->xq + r0 * cp,
+    attention_input(jb, jb->L, ctx->x + r0 * cp, r1 - r0, worker_hidden(jb, worker), qat(jb, ctx->xq, r0 * cp),
                     ctx->xs + r0 * (cp / EMB_BLOCK));
 }
 
@@ -236,8 +266,8 @@ static void task_qkv(void *arg, size_t t, int worker) {
     emb_context *ctx = jb->ctx;
     size_t cp = (size_t)jb->cf->dim_p, ld = (size_t)jb->cf->qkv_n, r0, r1 = task_rows(jb, t, &r0);
     (void)worker;
-    jb->k->gemm_q8((emb_qx *)ctx->xq + r0 * cp, ctx->xs + r0 * (cp / EMB_BLOCK), r1 - r0, &jb->L->qkv,
-                   ctx->qkv + r0 * ld, ld);
+    linear(jb, qat(jb, ctx->xq, r0 * cp), ctx->xs + r0 * (cp / EMB_BLOCK), r1 - r0, &jb->L->qkv, ctx->qkv + r0 * ld,
+           ld);
     if (jb->L->rot_cos) rotate_rows(jb, r0, r1);
 }
 
@@ -268,24 +298,23 @@ static void task_attention(void *arg, size_t t, int worker) {
 static void task_ffn(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
-    const emb_kernels *k = jb->k;
     const emb_config *cf = jb->cf;
     const emb_layer *L = jb->L;
     size_t cp = (size_t)cf->dim_p, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n;
     size_t r0, m = task_rows(jb, t, &r0) - r0, wr = (size_t)worker * ctx->panel_rows;
     float *panel = ctx->panel + wr * (cp > un ? cp : un);
     float *tmp = worker_hidden(jb, worker);
-    emb_qx *hq = (emb_qx *)ctx->hq + wr * fp;
+    void *hq = qat(jb, ctx->hq, wr * fp);
     float *hs = ctx->hs + wr * (fp / EMB_BLOCK);
     float *x = ctx->x + r0 * cp;
-    emb_qx *xq = (emb_qx *)ctx->xq + r0 * cp;
+    void *xq = qat(jb, ctx->xq, r0 * cp);
     float *xs = ctx->xs + r0 * (cp / EMB_BLOCK);
-    k->quantize_rows(ctx->attn + r0 * cp, m, cp, xq, xs);
-    k->gemm_q8(xq, xs, m, &L->out, panel, cp);
+    stage(jb, ctx->attn + r0 * cp, m, cp, xq, xs);
+    linear(jb, xq, xs, m, &L->out, panel, cp);
     after_attention(jb, x, panel, m, tmp, xq, xs);
-    k->gemm_q8(xq, xs, m, &L->up, panel, un);
+    linear(jb, xq, xs, m, &L->up, panel, un);
     ffn_hidden(jb, panel, m, tmp, hq, hs);
-    k->gemm_q8(hq, hs, m, &L->down, panel, cp);
+    linear(jb, hq, hs, m, &L->down, panel, cp);
     after_ffn(jb, x, panel, m, tmp, xq, xs);
 }
 
@@ -294,18 +323,17 @@ static void task_columns(void *arg, size_t t, int worker) {
     const job *jb = arg;
     size_t n0 = t * EMB_COLUMN_SLICE, n1 = min_size((size_t)jb->lin->n, n0 + EMB_COLUMN_SLICE);
     size_t kk = (size_t)jb->lin->k, kb = kk / EMB_BLOCK;
-    emb_linear part = {jb->lin->q + n0 * kk, jb->lin->scale + n0 * kb, jb->lin->bias + n0, (int32_t)(n1 - n0),
-                       jb->lin->k};
+    emb_linear part = {jb->lin->q ? jb->lin->q + n0 * kk : NULL, jb->lin->scale ? jb->lin->scale + n0 * kb : NULL,
+                       jb->lin->bias + n0, (int32_t)(n1 - n0), jb->lin->k, jb->lin->w ? jb->lin->w + n0 * kk : NULL};
     (void)worker;
-    jb->k->gemm_q8(jb->xq, jb->xs, jb->total, &part, jb->y + n0, jb->ldy);
+    linear(jb, jb->xq, jb->xs, jb->total, &part, jb->y + n0, jb->ldy);
     if (jb->ffn_up) {
         emb_context *ctx = jb->ctx;
         size_t f = jb->ldy;  /* an MLP: up_n = Fp */
         for (size_t r = 0; r < jb->total; r++) {
             float *row = jb->y + r * f + n0;
             activation(jb, row, n1 - n0);
-            jb->k->quantize_rows(row, 1, n1 - n0, (emb_qx *)ctx->hq + r * f + n0,
-                                 ctx->hs + r * (f / EMB_BLOCK) + n0 / EMB_BLOCK);
+            stage(jb, row, 1, n1 - n0, qat(jb, ctx->hq, r * f + n0), ctx->hs + r * (f / EMB_BLOCK) + n0 / EMB_BLOCK);
         }
     }
 }
@@ -315,8 +343,7 @@ static void task_quantize_attn(void *arg, size_t t, int worker) {
     emb_context *ctx = jb->ctx;
     size_t cp = (size_t)jb->cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
     (void)worker;
-    jb->k->quantize_rows(ctx->attn + r0 * cp, r1 - r0, cp, (emb_qx *)ctx->xq + r0 * cp,
-                         ctx->xs + r0 * (cp / EMB_BLOCK));
+    stage(jb, ctx->attn + r0 * cp, r1 - r0, cp, qat(jb, ctx->xq, r0 * cp), ctx->xs + r0 * (cp / EMB_BLOCK));
 }
 
 /* Column split: a GLU's product for rows of task t, from the up projection in the panel. */
@@ -324,7 +351,7 @@ static void task_glu(void *arg, size_t t, int worker) {
     const job *jb = arg;
     emb_context *ctx = jb->ctx;
     size_t fp = (size_t)jb->cf->ffn_p, un = (size_t)jb->cf->up_n, r0, r1 = task_rows(jb, t, &r0);
-    ffn_hidden(jb, ctx->panel + r0 * un, r1 - r0, worker_hidden(jb, worker), (emb_qx *)ctx->hq + r0 * fp,
+    ffn_hidden(jb, ctx->panel + r0 * un, r1 - r0, worker_hidden(jb, worker), qat(jb, ctx->hq, r0 * fp),
                ctx->hs + r0 * (fp / EMB_BLOCK));
 }
 
@@ -335,13 +362,13 @@ static void task_norm(void *arg, size_t t, int worker) {
     emb_context *ctx = jb->ctx;
     size_t cp = (size_t)jb->cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
     float *x = ctx->x + r0 * cp, *tmp = worker_hidden(jb, worker);
-    emb_qx *xq = (emb_qx *)ctx->xq + r0 * cp;
+    void *xq = qat(jb, ctx->xq, r0 * cp);
     float *xs = ctx->xs + r0 * (cp / EMB_BLOCK);
     if (jb->after_ffn) after_ffn(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
     else after_attention(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
 }
 
-static void run_columns(job *jb, const emb_linear *lin, const emb_qx *xq, const float *xs, float *y, size_t ldy,
+static void run_columns(job *jb, const emb_linear *lin, const void *xq, const float *xs, float *y, size_t ldy,
                         int ffn_up) {
     jb->lin = lin;
     jb->xq = xq;
@@ -396,7 +423,7 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
             emb_threads_run(ctx->threads, n_tasks, task_ffn, &jb);
             continue;
         }
-        emb_qx *xq = ctx->xq, *hq = ctx->hq;
+        void *xq = ctx->xq, *hq = ctx->hq;
         run_columns(&jb, &jb.L->qkv, xq, ctx->xs, ctx->qkv, (size_t)cf->qkv_n, 0);
         if (jb.L->rot_cos) emb_threads_run(ctx->threads, n_tasks, task_rotary, &jb);
         emb_threads_run(ctx->threads, n_attention, task_attention, &jb);

@@ -190,12 +190,15 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
     meta(ld, "edgembed_bundle");  /* checked by the parser */
     meta(ld, "crc32");
     if (!meta(ld, "name") || !meta(ld, "family")) return EMB_STATUS_CORRUPT;
-    static const char *const int8[] = {"int8-block32"}, *const n4k4[] = {"n4k4"};
+    /* "fp32-rescored": fp32 linears and word table, an int8 masked-LM decoder rescored exactly
+       (heads.c); SPLADE models only */
+    static const char *const schemes[] = {"int8-block32", "fp32-rescored"}, *const n4k4[] = {"n4k4"};
     static const char *const heads[] = {"none", "classifier", "mlm"};
-    if ((s = meta_choice(ld, "quantization", int8, 1, &choice)) || (s = meta_choice(ld, "weight_layout", n4k4, 1, &choice)) ||
-        (s = meta_choice(ld, "head", heads, 3, &cf->head))) {
+    if ((s = meta_choice(ld, "quantization", schemes, 2, &cf->linear_f32)) ||
+        (s = meta_choice(ld, "weight_layout", n4k4, 1, &choice)) || (s = meta_choice(ld, "head", heads, 3, &cf->head))) {
         return s;
     }
+    if (cf->linear_f32 && cf->head != EMB_HEAD_MLM) return EMB_STATUS_UNSUPPORTED;
     if (cf->head == EMB_HEAD_CLASSIFIER) {
         static const char *const pools[] = {"cls", "mean"};
         if ((s = meta_int(ld, "n_labels", 1, 65536, &cf->n_labels)) ||
@@ -302,7 +305,14 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
 /* The padding of a packed linear (rows n .. np-1, columns k .. kp-1) holds exact zeros. */
 static int padding_is_zero(const emb_linear *lin, size_t n, size_t k) {
     size_t np = (size_t)lin->n, kp = (size_t)lin->k, kb = kp / EMB_BLOCK;
-    for (size_t row = 0; row < np; row++) {
+    for (size_t row = 0; lin->w && row < np; row++) {  /* fp32: the same packing, no scales */
+        size_t g = row / 4, r = row % 4;
+        for (size_t col = row < n ? k : 0; col < kp; col++) {
+            if (lin->w[((g * (kp / 4) + col / 4) * 4 + r) * 4 + col % 4] != 0.0f) return 0;
+        }
+        if (row >= n && lin->bias[row] != 0.0f) return 0;
+    }
+    for (size_t row = 0; !lin->w && row < np; row++) {
         size_t g = row / 4, r = row % 4;
         size_t from = row < n ? k : 0;
         for (size_t col = from; col < kp; col++) {
@@ -316,17 +326,24 @@ static int padding_is_zero(const emb_linear *lin, size_t n, size_t k) {
     return 1;
 }
 
-/* NAME.q, NAME.scale and (when its layer has biases) NAME.bias of a linear W (n, k). */
+/* NAME.q, NAME.scale and (when its layer has biases) NAME.bias of a linear W (n, k); an fp32
+   linear (f32) has NAME.weight, F32 (Np/4, Kp/4, 4, 4) in the same packing, instead of both. */
 static emb_status load_linear(loader *ld, const char *name, int32_t n, int32_t k, int with_bias, const float *zeros,
-                              emb_linear *out) {
+                              int f32, emb_linear *out) {
     char buf[96];
     int64_t np = (int64_t)emb_pad32((size_t)n), kp = (int64_t)emb_pad32((size_t)k);
     out->n = (int32_t)np;
     out->k = (int32_t)kp;
-    out->q = tensor(ld, name_of(buf, sizeof buf, name, -1, ".q", ""), EMB_DTYPE_I8, 4, np / 4, kp / 4, 4, 4);
-    out->scale = tensor(ld, name_of(buf, sizeof buf, name, -1, ".scale", ""), EMB_DTYPE_F32, 3, np / 4, kp / EMB_BLOCK, 4, 0);
+    out->q = NULL;
+    out->scale = out->w = NULL;
+    if (f32) {
+        out->w = tensor(ld, name_of(buf, sizeof buf, name, -1, ".weight", ""), EMB_DTYPE_F32, 4, np / 4, kp / 4, 4, 4);
+    } else {
+        out->q = tensor(ld, name_of(buf, sizeof buf, name, -1, ".q", ""), EMB_DTYPE_I8, 4, np / 4, kp / 4, 4, 4);
+        out->scale = tensor(ld, name_of(buf, sizeof buf, name, -1, ".scale", ""), EMB_DTYPE_F32, 3, np / 4, kp / EMB_BLOCK, 4, 0);
+    }
     out->bias = with_bias ? tensor(ld, name_of(buf, sizeof buf, name, -1, ".bias", ""), EMB_DTYPE_F32, 1, np, 0, 0, 0) : zeros;
-    if (!out->q || !out->scale || !out->bias) return EMB_STATUS_CORRUPT;
+    if ((f32 ? !out->w : !out->q || !out->scale) || !out->bias) return EMB_STATUS_CORRUPT;
     return padding_is_zero(out, (size_t)n, (size_t)k) ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
 }
 
@@ -379,9 +396,14 @@ static emb_status load_weights(loader *ld, emb_model *m, const int32_t dense_act
     emb_memset(w->zeros, 0, sizeof(float) * widest);
     emb_memset(w->layers, 0, sizeof(emb_layer) * (size_t)cf->n_layers);
 
-    w->word_q = tensor(ld, "embeddings.word.q", EMB_DTYPE_I8, 2, cf->vocab_size, c, 0, 0);
-    w->word_scale = tensor(ld, "embeddings.word.scale", EMB_DTYPE_F32, 2, cf->vocab_size, (c + EMB_BLOCK - 1) / EMB_BLOCK, 0, 0);
-    if (!w->word_q || !w->word_scale) return EMB_STATUS_CORRUPT;
+    if (cf->linear_f32) {
+        w->word_f32 = tensor(ld, "embeddings.word", EMB_DTYPE_F32, 2, cf->vocab_size, c, 0, 0);
+        if (!w->word_f32) return EMB_STATUS_CORRUPT;
+    } else {
+        w->word_q = tensor(ld, "embeddings.word.q", EMB_DTYPE_I8, 2, cf->vocab_size, c, 0, 0);
+        w->word_scale = tensor(ld, "embeddings.word.scale", EMB_DTYPE_F32, 2, cf->vocab_size, (c + EMB_BLOCK - 1) / EMB_BLOCK, 0, 0);
+        if (!w->word_q || !w->word_scale) return EMB_STATUS_CORRUPT;
+    }
     if (cf->position == EMB_POSITION_ABSOLUTE) {
         w->position = tensor(ld, "embeddings.position", EMB_DTYPE_F32, 2, cf->max_positions, c, 0, 0);
         if (!w->position) return EMB_STATUS_CORRUPT;
@@ -413,13 +435,13 @@ static emb_status load_weights(loader *ld, emb_model *m, const int32_t dense_act
         char name[96];
         int ab = cf->attention_bias, fb = cf->ffn_bias;
         if ((s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".attention.qkv", ""), 3 * cf->dim, cf->dim,
-                             ab, w->zeros, &L->qkv)) ||
+                             ab, w->zeros, cf->linear_f32, &L->qkv)) ||
             (s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".attention.out", ""), cf->dim, cf->dim, ab,
-                             w->zeros, &L->out)) ||
+                             w->zeros, cf->linear_f32, &L->out)) ||
             (s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".ffn.up", ""),
-                             cf->ffn_dim * (cf->glu ? 2 : 1), cf->dim, fb, w->zeros, &L->up)) ||
+                             cf->ffn_dim * (cf->glu ? 2 : 1), cf->dim, fb, w->zeros, cf->linear_f32, &L->up)) ||
             (s = load_linear(ld, name_of(name, sizeof name, "layers.", l, ".ffn.down", ""), cf->dim, cf->ffn_dim, fb,
-                             w->zeros, &L->down)) ||
+                             w->zeros, cf->linear_f32, &L->down)) ||
             (s = load_norm(ld, name_of(name, sizeof name, "layers.", l, ".attention.norm", ""), cf->pre_norm, cf,
                            w->zeros, &L->attn_norm_w, &L->attn_norm_b)) ||
             (s = load_norm(ld, name_of(name, sizeof name, "layers.", l, ".ffn.norm", ""), 0, cf, w->zeros,
@@ -480,7 +502,7 @@ static emb_status load_head(loader *ld, emb_model *m) {
         if (h->norm_w && !h->norm_b) h->norm_b = m->weights.zeros;
     } else if (cf->head == EMB_HEAD_MLM) {
         if ((s = load_linear(ld, "mlm.transform", cf->dim, cf->dim, present(ld, "mlm.transform.bias"), m->weights.zeros,
-                             &h->transform)) ||
+                             cf->linear_f32, &h->transform)) ||
             (s = load_norm(ld, "mlm.norm", 0, cf, m->weights.zeros, &h->norm_w, &h->norm_b))) {
             return s;
         }
@@ -494,7 +516,16 @@ static emb_status load_head(loader *ld, emb_model *m) {
             emb_memset(m->weights.vocab_zeros, 0, sizeof(float) * vp);
             zeros = m->weights.vocab_zeros;
         }
-        if ((s = load_linear(ld, "mlm.decoder", cf->vocab_size, cf->dim, with_bias, zeros, &h->decoder))) return s;
+        if ((s = load_linear(ld, "mlm.decoder", cf->vocab_size, cf->dim, with_bias, zeros, 0, &h->decoder))) return s;
+        if (cf->linear_f32) {  /* rescored: the decoder's own fp32 rows, or the word table it is tied to */
+            h->exact = present(ld, "mlm.decoder.weight")
+                           ? tensor(ld, "mlm.decoder.weight", EMB_DTYPE_F32, 2, cf->vocab_size, c, 0, 0)
+                           : m->weights.word_f32;
+            h->bound = emb_alloc(sizeof(float) * 2 * ((size_t)h->decoder.k / EMB_BLOCK));
+            if (!h->exact) return EMB_STATUS_CORRUPT;
+            if (!h->bound) return EMB_STATUS_OUT_OF_MEMORY;
+            emb_rescore_coefficients(&h->decoder, h->exact, (size_t)cf->vocab_size, (size_t)c, h->bound);
+        }
     }
     return EMB_STATUS_OK;
 }
@@ -558,6 +589,7 @@ void emb_model_free(emb_model *model) {
     emb_dealloc(model->weights.rel);
     emb_dealloc(model->weights.zeros);
     emb_dealloc(model->weights.vocab_zeros);
+    emb_dealloc(model->weights.head.bound);
     emb_bundle_release(&model->bundle);
     emb_dealloc(model);
 }
@@ -638,7 +670,7 @@ emb_status emb_context_init(emb_context **out, const emb_model *model, size_t ma
 #else
 #define EMB_R EMB_PANEL_ROWS
 #endif
-#define EMB_N_PARTS 15
+#define EMB_N_PARTS 16
 
 emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t max_tokens, int32_t n_threads,
                                const char *kernels) {
@@ -658,7 +690,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     size_t pool = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */
-    uint64_t t64 = t, cp64 = cp, fp64 = fp, wr = (uint64_t)w * r, qx = sizeof(emb_qx);
+    uint64_t t64 = t, cp64 = cp, fp64 = fp, wr = (uint64_t)w * r, qx = cf->linear_f32 ? 4 : sizeof(emb_qx);
     uint64_t sizes64[EMB_N_PARTS] = {
         t64 * cp64 * 4,                     /* x */
         t64 * (uint64_t)cf->qkv_n * 4,      /* qkv */
@@ -675,6 +707,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
         (uint64_t)pool * 2 * 4,             /* pool */
         mlm ? wr * EMB_VOCAB_SLICE * 4 : 0, /* vocab: one slice of decoder logits */
         mlm ? (uint64_t)r * (uint64_t)cf->vocab_size * 4 : 0, /* acc */
+        mlm && cf->linear_f32 ? t64 * 4 : 0, /* err */
     };
     uint64_t total64 = 0;
     size_t sizes[EMB_N_PARTS];
@@ -698,6 +731,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     emb_memset(arena, 0, total);  /* padding columns start (and stay) exactly 0 */
     ctx->model = model;
     ctx->kernels = kset;
+    ctx->gemm_f32 = emb_gemm_f32_for(kset);
     ctx->n_workers = w;
     ctx->max_tokens = t;
     ctx->max_seq = max_seq;
@@ -725,6 +759,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     ctx->pool = parts[12];
     ctx->vocab = mlm ? parts[13] : NULL;
     ctx->acc = mlm ? parts[14] : NULL;
+    ctx->err = mlm && cf->linear_f32 ? parts[15] : NULL;
     *out = ctx;
     return EMB_STATUS_OK;
 }

@@ -12,6 +12,17 @@
  *                w = log(1 + relu(logit))  (twice log1p for "log1p_relu"), then the max or the
  *                sum over the sequence's tokens, in token order; or every token's row
  *
+ * Rescored (config.linear_f32: the encoder and the transform fp32): the int8 decoder's logits
+ * are made exact where it matters. With x̂ = s_x q_x, ŵ = s_w q_w (|x − x̂| ≤ s_x/2, |w − ŵ| ≤
+ * s_w/2), each product's error is |x w − x̂ ŵ| ≤ |x| s_w/2 + |w| s_x/2 + s_x s_w/4, so a logit's
+ * error is at most, for every vocabulary row v,
+ *     E = Σ_b [ (max_v s_w(v, b) / 2) · Σ_{j∈b} |x_j| + s_x(b) · max_v (Σ_{j∈b} |w_vj| / 2 + 8 s_w(v, b)) ]
+ * (blocks b of 32; the two maxima over the vocabulary are the coefficients computed at load),
+ * taken 1 % larger plus 1e-4 for the float rounding of both sums. A logit whose int8 value is
+ * at most −E is negative, so relu gives 0; every other one (about 31 a token of SPLADE-tiny's
+ * 30,522) is recomputed in fp32 from the decoder's fp32 rows, h · w_v + b_v (emb_dot_f32_ref).
+ * The weights are then fp32's: every logit that is positive in fp32 is recomputed exactly.
+ *
  * The decoder runs in slices of EMB_VOCAB_SLICE outputs, one task each: a task folds every row
  * of its slice in token order, and slices never meet, so the weights do not depend on the
  * number of threads. Logits of one slice for R rows stay in the worker's scratch; a whole
@@ -119,6 +130,33 @@ typedef struct sparse_job {
     float *acc;               /* the group's rows (V each): one per sequence, or per token */
 } sparse_job;
 
+void emb_rescore_coefficients(const emb_linear *dec, const float *exact, size_t v, size_t c, float *bound) {
+    size_t kb = (size_t)dec->k / EMB_BLOCK;
+    for (size_t b = 0; b < kb; b++) bound[b] = bound[kb + b] = 0.0f;
+    for (size_t row = 0; row < v; row++) {
+        size_t g = row / 4, r = row % 4;
+        const float *w = exact + row * c;
+        for (size_t b = 0; b < kb; b++) {
+            float sw = dec->scale[(g * kb + b) * 4 + r], a = 0.0f;
+            for (size_t j = b * EMB_BLOCK; j < (b + 1) * EMB_BLOCK && j < c; j++) a += w[j] < 0 ? -w[j] : w[j];
+            float half = 0.5f * sw, other = 0.5f * a + (float)(EMB_BLOCK / 4) * sw;
+            bound[b] = half > bound[b] ? half : bound[b];
+            bound[kb + b] = other > bound[kb + b] ? other : bound[kb + b];
+        }
+    }
+}
+
+float emb_rescore_bound(const float *bound, const float *x, const float *xs, size_t kp) {
+    size_t kb = kp / EMB_BLOCK;
+    float e = 0.0f;
+    for (size_t b = 0; b < kb; b++) {
+        float a = 0.0f;
+        for (size_t j = b * EMB_BLOCK; j < (b + 1) * EMB_BLOCK; j++) a += x[j] < 0 ? -x[j] : x[j];
+        e += bound[b] * a + xs[b] * bound[kb + b];
+    }
+    return 1.01f * e + 1e-4f;
+}
+
 static void task_transform(void *arg, size_t t, int worker) {
     const sparse_job *jb = arg;
     emb_context *ctx = jb->ctx;
@@ -129,12 +167,46 @@ static void task_transform(void *arg, size_t t, int worker) {
     float *panel = ctx->panel + (size_t)worker * ctx->panel_rows * width;
     emb_qx *xq = (emb_qx *)ctx->xq + a * cp;
     float *xs = ctx->xs + a * nb;
-    jb->k->quantize_rows(ctx->x + a * cp, m, cp, xq, xs);
-    jb->k->gemm_q8(xq, xs, m, &jb->h->transform, panel, cp);
+    if (jb->h->transform.w) {
+        ctx->gemm_f32(ctx->x + a * cp, m, &jb->h->transform, panel, cp);
+    } else {
+        jb->k->quantize_rows(ctx->x + a * cp, m, cp, xq, xs);
+        jb->k->gemm_q8(xq, xs, m, &jb->h->transform, panel, cp);
+    }
     if (cf->mlm_act == EMB_ACT_GELU) jb->k->gelu(panel, m * cp);
     else emb_act_ref(cf->mlm_act, panel, m * cp);
     jb->k->layernorm(panel, NULL, m, c, cp, jb->h->norm_w, jb->h->norm_b, cf->eps);
     jb->k->quantize_rows(panel, m, cp, xq, xs);  /* the decoder's input, in place of the hidden state's */
+    if (jb->h->exact) {  /* rescored: the decoder's float input (in place of the hidden state) and bound */
+        emb_memcpy(ctx->x + a * cp, panel, sizeof(float) * m * cp);
+        for (size_t i = 0; i < m; i++) ctx->err[a + i] = emb_rescore_bound(jb->h->bound, panel + i * cp, xs + i * nb, cp);
+    }
+}
+
+/* log(1 + relu(logit)), twice log1p for "log1p_relu" */
+static float sparse_weight(const emb_config *cf, float logit) {
+    float w = emb_log1pf(logit > 0.0f ? logit : 0.0f);
+    return cf->sparse_log1p2 ? emb_log1pf(w) : w;
+}
+
+/* Rescored: the weights of rows p .. p+m-1 in y (R, EMB_VOCAB_SLICE) for vocabulary entries
+   n0 .. n0+real-1 from their int8 logits there: from the exact logit where the bound leaves it
+   possibly positive, else 0 (what a logit ≤ 0 gives: emb_log1pf(0) = 0). */
+static void rescore(const sparse_job *jb, size_t p, size_t m, size_t n0, size_t real, float *y) {
+    const emb_context *ctx = jb->ctx;
+    const emb_head_weights *h = jb->h;
+    size_t c = (size_t)jb->cf->dim, cp = (size_t)jb->cf->dim_p;
+    for (size_t i = 0; i < m; i++) {
+        float *row = y + i * EMB_VOCAB_SLICE, lim = -ctx->err[p + i];
+        const float *x = ctx->x + (p + i) * cp;
+        for (size_t j = 0; j < real; j++) {
+            if (!(row[j] > lim)) {
+                row[j] = 0.0f;
+                continue;
+            }
+            row[j] = sparse_weight(jb->cf, emb_dot_f32_ref(x, h->exact + (n0 + j) * c, c) + h->decoder.bias[n0 + j]);
+        }
+    }
 }
 
 /* One slice of the vocabulary for every row of the group: logits of R rows at a time, then
@@ -148,20 +220,16 @@ static void task_vocab(void *arg, size_t t, int worker) {
     size_t n0 = t * EMB_VOCAB_SLICE, n1 = n0 + EMB_VOCAB_SLICE < (size_t)dec->n ? n0 + EMB_VOCAB_SLICE : (size_t)dec->n;
     size_t real = n1 < v ? n1 - n0 : v - n0;  /* the decoder's padding rows are not the vocabulary's */
     emb_linear part = {dec->q + n0 * (size_t)dec->k, dec->scale + n0 * ((size_t)dec->k / EMB_BLOCK), dec->bias + n0,
-                       (int32_t)(n1 - n0), dec->k};
+                       (int32_t)(n1 - n0), dec->k, NULL};
     float *y = ctx->vocab + (size_t)worker * r * EMB_VOCAB_SLICE;
     size_t seq = 0, left = jb->per_token ? 0 : (size_t)jb->lengths[0];  /* the row's sequence, its rows to come */
     for (size_t p = jb->r0; p < jb->r1; p += r) {
         size_t m = jb->r1 - p < r ? jb->r1 - p : r;
         jb->k->gemm_q8((const emb_qx *)ctx->xq + p * cp, ctx->xs + p * nb, m, &part, y, EMB_VOCAB_SLICE);
+        if (jb->h->exact) rescore(jb, p, m, n0, real, y);
         for (size_t i = 0; i < m; i++) {
             float *row = y + i * EMB_VOCAB_SLICE;
-            for (size_t j = 0; j < real; j++) {
-                float w = row[j] > 0.0f ? row[j] : 0.0f;
-                w = emb_log1pf(w);
-                if (cf->sparse_log1p2) w = emb_log1pf(w);
-                row[j] = w;
-            }
+            for (size_t j = 0; !jb->h->exact && j < real; j++) row[j] = sparse_weight(cf, row[j]);
             if (jb->per_token) {
                 emb_memcpy(jb->acc + (p + i - jb->r0) * v + n0, row, sizeof(float) * real);
                 continue;

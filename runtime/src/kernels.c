@@ -56,6 +56,47 @@ void emb_gemm_q8_ref(const int8_t *xq, const float *xs, size_t m, const emb_line
     }
 }
 
+/* Rows of x two at a time against one group of 4 outputs: each cell of W (4 outputs × 4
+   consecutive k, the n4k4 packing) serves both rows, and acc[q][4r + c] is output r's lane c
+   (k mod 4) of row q, summed in k order whatever is computed beside it. */
+static inline void f32_group(const float *x0, const float *x1, int rows, const float *cell, size_t kc,
+                             float acc[2][16]) {
+    for (int q = 0; q < 2; q++) {
+        for (int e = 0; e < 16; e++) acc[q][e] = 0.0f;
+    }
+    for (size_t j = 0; j < kc; j++, cell += 16) {
+        for (int q = 0; q < rows; q++) {
+            const float *xv = (q ? x1 : x0) + 4 * j;
+            for (int e = 0; e < 16; e++) acc[q][e] += xv[e & 3] * cell[e];
+        }
+    }
+}
+
+void emb_gemm_f32_ref(const float *x, size_t m, const emb_linear *w, float *y, size_t ldy) {
+    size_t k = (size_t)w->k, ng = (size_t)w->n / 4, kc = k / 4;  /* n % 4 == 0, k % 32 == 0 */
+    for (size_t i = 0; i < m; i += 2) {
+        int rows = i + 1 < m ? 2 : 1;
+        for (size_t g = 0; g < ng; g++) {
+            float acc[2][16];
+            if (rows == 2) f32_group(x + i * k, x + (i + 1) * k, 2, w->w + g * 4 * k, kc, acc);
+            else f32_group(x + i * k, NULL, 1, w->w + g * 4 * k, kc, acc);
+            for (int q = 0; q < rows; q++) {
+                float *yr = y + (i + (size_t)q) * ldy + g * 4;
+                for (int r = 0; r < 4; r++) {
+                    const float *a = acc[q] + 4 * r;
+                    yr[r] = emb_hsum4(a[0], a[1], a[2], a[3]) + w->bias[g * 4 + (size_t)r];
+                }
+            }
+        }
+    }
+}
+
+float emb_dot_f32_ref(const float *a, const float *b, size_t n) {
+    float l[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) l[i & 3] += a[i] * b[i];
+    return emb_hsum4(l[0], l[1], l[2], l[3]);
+}
+
 void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,
                        const float *beta, float eps) {
     for (size_t i = 0; i < m; i++) {

@@ -60,6 +60,16 @@
 void emb_quantize_rows_ref(const float *x, size_t m, size_t k, int8_t *q, float *s);
 /* y (M, N), row stride ldy = bias + Σ_b (s_x·s_w) · Σ_k q_x·q_w, W in the n4k4 packing. */
 void emb_gemm_q8_ref(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
+/* The fp32 linear (w->w set, the n4k4 packing of fp32 values: cells of 4 outputs × 4 consecutive
+   k): y (M, N), row stride ldy = bias + x (M, K) · Wᵀ, x's rows K apart, each sum in 4 lanes by
+   k mod 4 combined as emb_hsum4. One plain C kernel for every kernel set
+   (no set has its own): the same bits natively and in every wasm build. */
+void emb_gemm_f32_ref(const float *x, size_t m, const emb_linear *w, float *y, size_t ldy);
+typedef void (*emb_gemm_f32_fn)(const float *x, size_t m, const emb_linear *w, float *y, size_t ldy);
+/* gemm_f32.c: the fp32 linear kernel to use with kernel set k (the same bits as the reference). */
+emb_gemm_f32_fn emb_gemm_f32_for(const struct emb_kernels *k);
+/* Σ a_i b_i over n in 4 lanes by i mod 4, combined as emb_hsum4 (the fp32 linear's order). */
+float emb_dot_f32_ref(const float *a, const float *b, size_t n);
 /* x (M, C), rows ld apart, ← LayerNorm(x + residual) · gamma + beta over the first c columns
    (the rest of each row is left as it is); residual (M, C), rows ld apart, may be NULL. */
 void emb_layernorm_ref(float *x, const float *residual, size_t m, size_t c, size_t ld, const float *gamma,

@@ -27,6 +27,8 @@ typedef struct emb_linear {
     const float *scale;   /* (Np/4, Kp/32, 4) */
     const float *bias;    /* (Np); the model's zeros when the bundle has no linear biases */
     int32_t n, k;         /* Np, Kp: what the kernels compute over */
+    const float *w;       /* fp32 weights (Np/4, Kp/4, 4, 4), the n4k4 packing of the zero-padded
+                             W: the linear is fp32 (emb_gemm_f32_ref; q, scale NULL); NULL: int8 */
 } emb_linear;
 
 /* Activations of the FFN, the Dense modules and the heads. */
@@ -104,6 +106,9 @@ typedef struct emb_config {
     int32_t mlm_act;          /* mlm: emb_act after its transform */
     int32_t sparse_pooling;   /* mlm: EMB_SPARSE_MAX or EMB_SPARSE_SUM */
     int32_t sparse_log1p2;    /* mlm: SPLADE's "log1p_relu", log(1 + log(1 + relu(logit))) */
+    int32_t linear_f32;       /* quantization "fp32-rescored": the encoder's and the transform's
+                                 linears and the word table fp32, the decoder int8 with exact
+                                 rescoring (heads.c) */
 } emb_config;
 
 /* What the model ends with beyond the encoder (heads.c). */
@@ -113,11 +118,15 @@ typedef struct emb_head_weights {
     const float *out_w, *out_b;      /* classifier: (n_labels, C), (n_labels) or NULL */
     emb_linear transform;            /* mlm: N = C, K = C */
     emb_linear decoder;              /* mlm: N = V, K = C */
+    const float *exact;              /* mlm, rescored: the decoder's fp32 rows (V, C) */
+    float *bound;                    /* mlm, rescored: (2, Kp/32) coefficients of the int8 decoder's
+                                        error bound per block (heads.c), allocated */
 } emb_head_weights;
 
 typedef struct emb_weights {
-    const int8_t *word_q;     /* (V, C) */
+    const int8_t *word_q;     /* (V, C); NULL when the table is fp32 */
     const float *word_scale;  /* (V, ceil(C/32)) */
+    const float *word_f32;    /* (V, C) fp32 (linear_f32), else NULL */
     const float *position;    /* (P, C) or NULL */
     const float *token_type;  /* (type_vocab_size, C) or NULL */
     const float *norm_w, *norm_b;  /* (C) */
@@ -147,6 +156,7 @@ struct emb_threads;
 struct emb_context {
     const emb_model *model;
     const struct emb_kernels *kernels;  /* the kernel set (kernels.h) */
+    void (*gemm_f32)(const float *x, size_t m, const emb_linear *w, float *y, size_t ldy);  /* its fp32 linear */
     struct emb_threads *threads; /* the other W - 1 workers; NULL when W = 1 */
     size_t n_workers;         /* W */
     size_t max_tokens;        /* T max */
@@ -156,19 +166,21 @@ struct emb_context {
     float *x;                 /* (T, Cp)  hidden state */
     float *qkv;               /* (T, qkv_n) query, key, value of every token */
     float *attn;              /* (T, Cp)  attention output before its projection */
-    void *xq;                 /* (T, Cp)  emb_qx: quantized input of the next linear layer */
+    void *xq;                 /* (T, Cp)  emb_qx: quantized input of the next linear layer (floats
+                                 with fp32 linears: its copy) */
     float *xs;                /* (T, Cp/32) its block scales */
     int32_t *starts;          /* (T + 1) first token of each sequence of the call */
     int32_t *pos;             /* (T) position of each token in its sequence */
     float *panel;             /* (W, R, max(Cp, up_n)) float output of a linear layer for R rows */
     float *hidden;            /* (W, R, max(Cp, Fp)) a norm's output (pre-norm), the GLU's output */
-    void *hq;                 /* (W, R, Fp)  emb_qx: quantized FFN hidden */
+    void *hq;                 /* (W, R, Fp)  emb_qx: quantized FFN hidden (floats with fp32 linears) */
     float *hs;                /* (W, R, Fp/32) */
     float *scratch;           /* (W, emb_attention_scratch(max_seq, D)) attention scratch */
     size_t scratch_floats;    /* per worker */
     float *pool;              /* (max(Cp, Dense sizes) * 2) pooling and Dense scratch */
     float *vocab;             /* mlm: (W, R, EMB_VOCAB_SLICE) decoder logits of one slice */
     float *acc;               /* mlm: (R, Vp) one sequence's pooled weights, or R tokens' rows */
+    float *err;               /* mlm, rescored: (T) each token's bound on its int8 logits' error */
 };
 
 #define EMB_VOCAB_SLICE 512  /* decoder outputs per task: a slice of the vocabulary */
@@ -206,6 +218,12 @@ void emb_sparse_run(emb_context *ctx, const int32_t *lengths, size_t n_seqs, int
 /* heads.c: the k largest of w (n), by weight then lower index, into (values, indices) (k);
    k − found entries at the end get index −1, weight 0 (weights of 0 are never taken). */
 void emb_top_k(const float *w, size_t n, size_t k, float *values, int32_t *indices);
+
+/* heads.c: the coefficients of the int8 decoder's error bound (h->bound, 2 · Kp/32 floats) from
+   its block scales and its fp32 rows (h->exact, (V, C)); and one token's bound from its decoder
+   input x (Kp floats, zero padding) and block scales xs (Kp/32). */
+void emb_rescore_coefficients(const emb_linear *dec, const float *exact, size_t v, size_t c, float *bound);
+float emb_rescore_bound(const float *bound, const float *x, const float *xs, size_t kp);
 
 /* activations.c: x (n) ← act(x) for the activations with no kernel of their own (the plain C
    definitions, the same bits in every build); EMB_ACT_GELU goes to the kernel set's gelu. */

@@ -118,7 +118,7 @@ static void test_gemm(void) {
             for (int r = 0; r < 4; r++) packed_s[(g * NB + b) * 4 + r] = ws[4 * g + r][b];
         }
     }
-    emb_linear lin = {packed, packed_s, bias, N, K};
+    emb_linear lin = {packed, packed_s, bias, N, K, NULL};
     emb_gemm_q8_ref(xq, xs, M, &lin, y, N);
     int exact = 1;
     for (int m = 0; m < M; m++) {
@@ -152,7 +152,7 @@ static void test_gemm(void) {
             for (int i = 0; i < nn * kk / 32; i++) wsc[i] = frand(0, 0.05f);
             for (int i = 0; i < mm * kk / 32; i++) xsc[i] = frand(0, 0.2f);
             for (int i = 0; i < nn; i++) b2[i] = frand(-1, 1);
-            emb_linear l2 = {wq, wsc, b2, nn, kk};
+            emb_linear l2 = {wq, wsc, b2, nn, kk, NULL};
             emb_gemm_q8_ref(xx, xsc, (size_t)mm, &l2, y1, (size_t)nn);
             sets[v]->gemm_q8(xx, xsc, (size_t)mm, &l2, y2, (size_t)nn);
             if (memcmp(y1, y2, sizeof(float) * (size_t)(mm * nn)) != 0) same = 0;
@@ -161,6 +161,107 @@ static void test_gemm(void) {
         CHECK(same, "%s GEMM differs from the reference", sets[v]->name);
     }
 #endif
+}
+
+/* n4k4 cells of W (n, k) row-major, n % 4 == 0, k % 4 == 0: out[((g·k/4 + j)·4 + r)·4 + c] = W[4g + r][4j + c] */
+static void pack_n4k4_f32(const float *w, int n, int k, float *out) {
+    for (int g = 0; g < n / 4; g++) {
+        for (int j = 0; j < k / 4; j++) {
+            for (int r = 0; r < 4; r++) {
+                for (int c = 0; c < 4; c++) out[((g * (k / 4) + j) * 4 + r) * 4 + c] = w[(4 * g + r) * k + 4 * j + c];
+            }
+        }
+    }
+}
+
+/* The fp32 linear: bit for bit the order edgembed.h documents (4 lanes by k mod 4, combined as
+   emb_hsum4, then the bias), and close to the double-precision product; odd M covers the tail. */
+static void test_gemm_f32(void) {
+    enum { M = 5, N = 12, K = 96 };
+    static float w[N * K], packed[N * K], x[M * K], bias[N], y[M * N];
+    for (int i = 0; i < N * K; i++) w[i] = frand(-1, 1);
+    for (int i = 0; i < M * K; i++) x[i] = frand(-2, 2);
+    for (int n = 0; n < N; n++) bias[n] = frand(-1, 1);
+    pack_n4k4_f32(w, N, K, packed);
+    emb_linear lin = {NULL, NULL, bias, N, K, packed};
+    emb_gemm_f32_ref(x, M, &lin, y, N);
+    int exact = 1;
+    double worst = 0;
+    for (int m = 0; m < M; m++) {
+        for (int n = 0; n < N; n++) {
+            float l[4] = {0, 0, 0, 0};
+            double d = bias[n];
+            for (int k = 0; k < K; k++) {
+                l[k & 3] += x[m * K + k] * w[n * K + k];
+                d += (double)x[m * K + k] * w[n * K + k];
+            }
+            if (y[m * N + n] != emb_hsum4(l[0], l[1], l[2], l[3]) + bias[n]) exact = 0;
+            if (y[m * N + n] != emb_dot_f32_ref(x + m * K, w + n * K, K) + bias[n]) exact = 0;
+            worst = fmax(worst, fabs(y[m * N + n] - d));
+        }
+    }
+    CHECK(exact, "gemm_f32_ref differs from its summation order");
+    CHECK(worst < 1e-4, "gemm_f32_ref error %g", worst);
+}
+
+/* The rescored decoder's candidate bound (heads.c) on random data: the int8 logit of every
+   (token, entry) lies within the token's bound of the exact one, so no logit that is positive in
+   fp32 is left out; and the bound is not vacuous (most negative logits are ruled out). Shapes
+   with a short last block (C = 80 in blocks of 32) and weights and activations of mixed scale. */
+static void test_rescore_bound(void) {
+    enum { V = 400, C = 80, KP = 96, T = 40, NB = KP / 32 };
+    static float w[V * KP], packed_s[V * NB], ws[V * NB], x[T * KP], xs[T * NB], bias[V], y[T * V], coef[2 * NB];
+    static float exact[V * C];
+    static int8_t wq[V * KP], packed[V * KP], xq[T * KP];
+    memset(w, 0, sizeof w);
+    memset(x, 0, sizeof x);
+    for (int v = 0; v < V; v++) {
+        float spread = v % 7 == 0 ? 1.0f : 0.5f;  /* some rows with larger weights */
+        for (int j = 0; j < C; j++) w[v * KP + j] = frand(-spread, spread) * (j % 11 == 0 ? 3.0f : 1.0f);
+        bias[v] = frand(-12.0f, 1.0f);          /* most logits negative, some near zero */
+        for (int j = 0; j < C; j++) exact[v * C + j] = w[v * KP + j];
+    }
+    emb_quantize_rows_ref(w, V, KP, wq, ws);
+    for (int g = 0; g < V / 4; g++) {
+        for (int j = 0; j < KP / 4; j++) {
+            for (int r = 0; r < 4; r++) {
+                for (int c = 0; c < 4; c++) packed[((g * (KP / 4) + j) * 4 + r) * 4 + c] = wq[(4 * g + r) * KP + 4 * j + c];
+            }
+        }
+        for (int b = 0; b < NB; b++) {
+            for (int r = 0; r < 4; r++) packed_s[(g * NB + b) * 4 + r] = ws[(4 * g + r) * NB + b];
+        }
+    }
+    emb_linear dec = {packed, packed_s, bias, V, KP, NULL};
+    emb_rescore_coefficients(&dec, exact, V, C, coef);
+    for (int t = 0; t < T; t++) {
+        for (int j = 0; j < C; j++) x[t * KP + j] = frand(-1, 1) * (t % 5 == 0 ? 8.0f : 1.0f) * (j == t ? 20.0f : 1.0f);
+    }
+    emb_quantize_rows_ref(x, T, KP, xq, xs);
+    emb_gemm_q8_ref(xq, xs, T, &dec, y, V);
+    int within = 1, missed = 0, positive = 0;
+    long candidates = 0;
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        float e = emb_rescore_bound(coef, x + t * KP, xs + t * NB, KP);
+        for (int v = 0; v < V; v++) {
+            double d = bias[v];
+            for (int j = 0; j < C; j++) d += (double)x[t * KP + j] * exact[v * C + j];
+            float f = emb_dot_f32_ref(x + t * KP, exact + v * C, C) + bias[v];
+            double err = fabs((double)y[t * V + v] - d);
+            if (err > e) within = 0;
+            worst = fmax(worst, err / e);
+            int cand = y[t * V + v] > -e;
+            candidates += cand;
+            if (f > 0.0f || d > 0) {
+                positive++;
+                if (!cand) missed++;
+            }
+        }
+    }
+    CHECK(within, "an int8 logit outside its bound (worst error / bound %g)", worst);
+    CHECK(missed == 0 && positive > 0, "%d of %d positive logits not candidates", missed, positive);
+    CHECK(candidates < (long)T * V / 2, "bound too loose: %ld candidates of %d", candidates, T * V);
 }
 
 static void test_layernorm_attention(void) {
@@ -1326,6 +1427,8 @@ int main(int argc, char **argv) {
     test_math();
     test_quantize();
     test_gemm();
+    test_gemm_f32();
+    test_rescore_bound();
     test_layernorm_attention();
     test_bundle_errors();
     test_tiny_model();

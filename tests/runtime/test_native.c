@@ -50,7 +50,7 @@ static void test_gemm_shapes(const emb_kernels *k) {
         size_t ldy = n + (size_t)(t % 3);  /* a row stride wider than N, as the column split uses */
         memset(y1, 0, 4 * m * ldy);
         memset(y2, 0, 4 * m * ldy);
-        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk};
+        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk, NULL};
         emb_gemm_q8_ref(xq, xs, m, &lin, y1, ldy);
         k->gemm_q8(xq, xs, m, &lin, y2, ldy);
         if (memcmp(y1, y2, 4 * m * ldy) != 0) {
@@ -73,6 +73,33 @@ static float special(void) {
     case 4: return -3.0e38f;
     default: return frand(-50.0f, 50.0f);
     }
+}
+
+/* The fp32 linear kernel that goes with set k (gemm_f32.c) against the reference, bit for bit:
+   every row count of a pass and its tails, wide and narrow values, a wider row stride. */
+static void test_gemm_f32_shapes(const emb_kernels *k) {
+    emb_gemm_f32_fn f = emb_gemm_f32_for(k);
+    int bad = 0, trials = 30;
+    for (int t = 0; t < trials; t++) {
+        size_t m = urand(1, 40), n = 4 * urand(1, 40), kk = 32 * urand(1, 20), ldy = n + (size_t)(t % 3);
+        float *w = malloc(4 * n * kk), *x = malloc(4 * m * kk), *bias = malloc(4 * n);
+        float *y1 = malloc(4 * m * ldy), *y2 = malloc(4 * m * ldy);
+        float spread = t % 3 == 0 ? 1000.0f : 1.0f;
+        for (size_t i = 0; i < n * kk; i++) w[i] = frand(-1.0f, 1.0f);
+        for (size_t i = 0; i < m * kk; i++) x[i] = t % 5 == 4 ? special() : frand(-spread, spread);
+        for (size_t i = 0; i < n; i++) bias[i] = frand(-1.0f, 1.0f);
+        memset(y1, 0, 4 * m * ldy);
+        memset(y2, 0, 4 * m * ldy);
+        emb_linear lin = {NULL, NULL, bias, (int32_t)n, (int32_t)kk, w};
+        emb_gemm_f32_ref(x, m, &lin, y1, ldy);
+        f(x, m, &lin, y2, ldy);
+        if (memcmp(y1, y2, 4 * m * ldy) != 0) {
+            bad++;
+            printf("  %s fp32 GEMM m=%zu n=%zu k=%zu ldy=%zu differs\n", k->name, m, n, kk, ldy);
+        }
+        free(w), free(x), free(bias), free(y1), free(y2);
+    }
+    CHECK(bad == 0, "%s: %d of %d fp32 GEMM shapes differ from the reference", k->name, bad, trials);
 }
 
 static void test_float_kernels(const emb_kernels *k) {
@@ -300,6 +327,7 @@ int main(void) {
         }
         CHECK(emb_kernels_self_check(k) == 0, "%s fails its self-check", k->name);
         test_gemm_shapes(k);
+        test_gemm_f32_shapes(k);
         test_float_kernels(k);
         test_attention(k);
         test_attention_q8(k);

@@ -183,23 +183,35 @@ def export_model(
     return manifest, model_dir
 
 
+# a SPLADE model's engine bundle unless asked otherwise: fp32 encoder, int8 decoder rescored
+# exactly (it meets the sparse quality bar and runs faster than onnxruntime's fp32;
+# docs/quantization.md, "Rerankers and SPLADE models")
+DEFAULT_SPARSE = "rescored"
+
+
 def export_bundle(
     model: str | os.PathLike[str],
     *,
     out: str | os.PathLike[str] | None = None,
     force: bool = False,
     attention: str | None = None,
+    sparse: str | None = None,
 ) -> tuple[dict[str, object], Path]:
-    """Write the C engine's int8 bundle (``<name>.int8.emb``) and record it in the manifest.
+    """Write the C engine's bundle (``<name>.int8.emb``; a SPLADE model's "rescored" one
+    ``<name>.rescored.emb``) and record it in the manifest.
 
     The bundle goes into the model's cache directory unless ``out`` names a file; its size,
-    sha256, format version and attention kind are recorded in ``edgembed.json`` under
-    ``bundles.int8`` either way. A recorded bundle of another format version, or of another
-    attention kind than ``attention`` asks for, is rewritten. ``attention``: "fp32" or "int8"
-    (the attention's products, docs/quantization.md, "Attention"); None keeps the recorded
-    bundle's kind (fp32 for a new one).
+    sha256, format version, attention kind and (SPLADE models) sparse scheme are recorded in
+    ``edgembed.json`` under ``bundles.int8`` either way. A recorded bundle of another format
+    version, attention kind or sparse scheme than asked for is rewritten. ``attention``: "fp32"
+    or "int8" (the attention's products, docs/quantization.md, "Attention"); None keeps the
+    recorded bundle's kind (fp32 for a new one). ``sparse`` (SPLADE models only): "rescored"
+    (fp32 encoder, int8 decoder rescored exactly: the engine's default for them) or "int8"
+    (every layer int8); None keeps the recorded bundle's (rescored for a new one).
     """
-    from .bundle import BUNDLE_VERSION, write_bundle
+    from ..errors import InputError
+    from ..model_dir import Task
+    from .bundle import BUNDLE_VERSION, SPARSE_SCHEMES, write_bundle
 
     pulled = pull(model)
     _require_exportable(pulled.spec)
@@ -210,13 +222,24 @@ def export_bundle(
     except Exception:
         manifest = _manifest_for(pulled, describe_pulled(pulled))
     stem = pulled.spec.name.replace("/", "--")  # a hub id ORG/NAME names one file
-    target = Path(out) if out is not None else model_dir / f"{stem}.int8.emb"
     entry = manifest.bundles.get("int8")
+    is_sparse = pulled.spec.task is Task.SPARSE or manifest.task == "sparse"
+    if sparse is not None and sparse not in SPARSE_SCHEMES:
+        raise InputError(f"sparse {sparse!r}: choose one of {', '.join(SPARSE_SCHEMES)}")
+    if sparse is not None and sparse != "int8" and not is_sparse:
+        raise InputError(f"{pulled.spec.name} is not a SPLADE model: sparse={sparse!r} is for "
+                         "sparse models only")
+    if sparse is None:
+        sparse = (str(entry.get("sparse", DEFAULT_SPARSE)) if entry else DEFAULT_SPARSE
+                  ) if is_sparse else "int8"
+    target = Path(out) if out is not None else model_dir / (
+        f"{stem}.rescored.emb" if sparse == "rescored" else f"{stem}.int8.emb")
     if attention is None:
         attention = str(entry.get("attention", "fp32")) if entry else "fp32"
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
             and entry.get("format_version") == BUNDLE_VERSION
             and entry.get("attention", "fp32") == attention
+            and entry.get("sparse", "int8") == sparse
             and target.is_file() and target.stat().st_size == entry.get("size")):
         return entry, target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -225,7 +248,7 @@ def export_bundle(
     try:
         info = write_bundle(pulled.source_dir, Path(tmp), max_length=pulled.spec.max_seq_length,
                             name=pulled.spec.name, task=pulled.spec.task,
-                            attention=attention)
+                            attention=attention, sparse=sparse)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -235,10 +258,12 @@ def export_bundle(
         "path": str(target.resolve()),
         "size": int(info["size"]),
         "sha256": str(info["sha256"]),
-        "scheme": "int8-b32",
+        "scheme": "fp32-rescored" if sparse == "rescored" else "int8-b32",
         "format_version": BUNDLE_VERSION,
         "attention": attention,
     }
+    if is_sparse:
+        record["sparse"] = sparse
     manifest.bundles["int8"] = record
     manifest.save(model_dir)
     return record, target

@@ -55,6 +55,7 @@ __all__ = [
     "BUNDLE_VERSION_MAX",
     "BUNDLE_VERSION_MIN",
     "POOLING_MODES",
+    "SPARSE_SCHEMES",
     "BundleConfig",
     "BundleHeader",
     "bundle_config",
@@ -81,6 +82,12 @@ CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh", "identity
 SPARSE_POOLINGS = ("max", "sum")
 SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
 ATTENTION_KINDS = ("int8", "fp32")  # the attention's products: int8 GEMMs, or fp32
+# a SPLADE model's weights (docs/quantization.md, "Rerankers and SPLADE models"): "int8" every
+# linear layer and the word table int8; "rescored" the encoder, the transform and the word table
+# fp32, the masked-LM decoder int8 with its logits rescored exactly (bundle quantization
+# "fp32-rescored")
+SPARSE_SCHEMES = ("int8", "rescored")
+QUANTIZATION = {"int8": "int8-block32", "rescored": "fp32-rescored"}
 MAX_DENSE = 8
 _NAME_RE = re.compile(r"^[\x20-\x7e]{1,128}$")
 _CRC_PLACEHOLDER = b'"crc32":"00000000"'
@@ -143,6 +150,7 @@ class BundleConfig:
     sparse_activation: str = "relu"        # or "log1p_relu"
     sparse_max_active_dims: int = 0        # the model's max_active_dims (0: every weight)
     attention: str = "fp32"                # or "int8": QKᵀ and P·V in int8 (docs/quantization.md)
+    sparse: str = "int8"                   # a SPLADE model's weights: one of SPARSE_SCHEMES
     extra: dict[str, str] = field(default_factory=dict)  # not written; reserved for callers
 
     @property
@@ -236,6 +244,11 @@ class BundleConfig:
                 raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
         if self.attention not in ATTENTION_KINDS:
             raise bad(f"attention {self.attention!r} (supported: {', '.join(ATTENTION_KINDS)})")
+        if self.sparse not in SPARSE_SCHEMES:
+            raise bad(f"sparse {self.sparse!r} (supported: {', '.join(SPARSE_SCHEMES)})")
+        if self.sparse != "int8" and self.head != "mlm":
+            raise bad(f"sparse {self.sparse!r} is for SPLADE models (a masked-LM head), not "
+                      f"head {self.head!r}")
 
     def metadata(self) -> dict[str, str]:
         """The configuration's metadata strings, in the order edgembed.h lists them."""
@@ -282,7 +295,7 @@ class BundleConfig:
                       "sparse.activation": self.sparse_activation})
             if self.sparse_max_active_dims:  # only when set: older engines refuse the key
                 m["sparse.max_active_dims"] = str(self.sparse_max_active_dims)
-        m.update({"quantization": "int8-block32", "weight_layout": "n4k4"})
+        m.update({"quantization": QUANTIZATION[self.sparse], "weight_layout": "n4k4"})
         if self.attention != "fp32":  # absent: fp32 (and the bytes of fp32 bundles unchanged)
             m["attention"] = self.attention
         return m
@@ -358,8 +371,22 @@ def bundle_tensors(
     cfg.check()
     c, f, v = cfg.dim, cfg.ffn_dim, cfg.vocab_size
     out: list[tuple[str, npt.NDArray[Any]]] = []
+    f32 = cfg.sparse == "rescored"  # fp32 linears (NAME.weight) and word table, int8 decoder
 
-    def linear(dst: str, w: npt.NDArray[np.float32], b: npt.NDArray[np.float32] | None) -> None:
+    def linear(dst: str, w: npt.NDArray[np.float32], b: npt.NDArray[np.float32] | None,
+               int8: bool = False) -> None:
+        if f32 and not int8:
+            n, k = w.shape
+            np_, kp = _pad32(n), _pad32(k)
+            wp = np.zeros((np_, kp), np.float32)
+            wp[:n, :k] = w  # the n4k4 cells of pack_linear, in fp32
+            out.append((dst + ".weight", np.ascontiguousarray(
+                wp.reshape(np_ // 4, 4, kp // 4, 4).transpose(0, 2, 1, 3))))
+            if b is not None:
+                bp32 = np.zeros(_pad32(n), np.float32)
+                bp32[:n] = b
+                out.append((dst + ".bias", bp32))
+            return
         q, s, bp = pack_linear(w, b)
         out.extend([(dst + ".q", q), (dst + ".scale", s)])
         if bp is not None:
@@ -373,8 +400,12 @@ def bundle_tensors(
         if cfg.norm_bias:
             out.append((dst + ".bias", _f32(weights, src + ".bias", (c,))))
 
-    word_q, word_s = quantize_blocks_int8(_f32(weights, "embeddings.word", (v, c)))
-    out += [("embeddings.word.q", word_q), ("embeddings.word.scale", word_s)]
+    word = _f32(weights, "embeddings.word", (v, c))
+    if f32:
+        out.append(("embeddings.word", word))
+    else:
+        word_q, word_s = quantize_blocks_int8(word)
+        out += [("embeddings.word.q", word_q), ("embeddings.word.scale", word_s)]
     if cfg.position == "absolute":
         out.append(("embeddings.position",
                     _f32(weights, "embeddings.position", (cfg.max_positions, c))))
@@ -431,8 +462,12 @@ def bundle_tensors(
         norm("mlm.norm", "mlm.norm")
         # a tied decoder (no mlm.decoder.weight of its own) is the word embeddings again, packed
         dec = weights.get("mlm.decoder.weight", weights.get("embeddings.word"))
-        linear("mlm.decoder", _f32({"w": dec} if dec is not None else {}, "w", (v, c)),
-               bias_of("mlm.decoder.bias", v, "mlm.decoder.bias" in weights))
+        dec32 = _f32({"w": dec} if dec is not None else {}, "w", (v, c))
+        linear("mlm.decoder", dec32, bias_of("mlm.decoder.bias", v, "mlm.decoder.bias" in weights),
+               int8=True)
+        # rescored: the exact rows come from the fp32 word table, or the decoder's own
+        if f32 and not np.array_equal(dec32, word):
+            out.append(("mlm.decoder.weight", dec32))
     return out
 
 
@@ -734,6 +769,7 @@ def write_bundle(
     name: str | None = None,
     task: Task | None = None,
     attention: str = "fp32",
+    sparse: str = "int8",
 ) -> dict[str, Any]:
     """Write the engine bundle of a sentence-transformers model directory to ``out``.
 
@@ -743,6 +779,8 @@ def write_bundle(
     word for files that do not say it themselves (a bare ``BertForMaskedLM`` is a SPLADE model
     only when its entry says ``sparse``). ``attention="int8"`` computes the attention's
     products (QKᵀ, P·V) in int8 too (docs/quantization.md, "Attention"); the default is fp32.
+    ``sparse`` (SPLADE models only): "int8", or "rescored" (fp32 encoder, int8 decoder with its
+    logits rescored exactly; docs/quantization.md, "Rerankers and SPLADE models").
     Returns the bundle's metadata strings plus ``path``, ``size`` (bytes) and ``sha256`` (of
     the whole file), for the model manifest.
     """
@@ -750,7 +788,7 @@ def write_bundle(
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
     desc = read_model_dir(hf_dir, task=task)
     config = replace(bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name),
-                     attention=attention)
+                     attention=attention, sparse=sparse)
     v = config.vocab_size
     # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
     streaming = tok_meta["tokenizer"] == "wordpiece" and "tokenizer.normalizers" not in tok_meta

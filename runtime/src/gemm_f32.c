@@ -1,0 +1,73 @@
+/*
+ * gemm_f32.c — the fp32 linear layer's kernels: the reference (kernels.c, emb_gemm_f32_ref) and
+ * an AVX-512 one that computes the same bits, and the choice between them.
+ *
+ * The reference's order is one sum per output and lane k mod 4, in increasing k, combined as
+ * emb_hsum4. In the n4k4 packing one cell is 4 outputs × 4 consecutive k, so one zmm register
+ * holds exactly the 16 (output, lane) sums of a group: each step multiplies a cell by the
+ * input's 4 values at those k (broadcast to the 4 outputs) and adds, as the reference does, lane
+ * by lane; nothing is fused (separate vmulps and vaddps) and the 4 lanes of each output are
+ * combined in scalar code as emb_hsum4. So the kernel gives the reference's bits, checked by
+ * tests/runtime/test_native.c.
+ *
+ * The choice follows the context's kernel set: the AVX-512 kernel with the "avx512-vnni" set
+ * (whose CPUs have AVX-512 F), the reference with every other set and in wasm.
+ */
+#include "emb_math.h"
+#include "kernels.h"
+
+#if EMB_KERNELS == EMB_KERNELS_NATIVE && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define EMB_F32_ROWS 8  /* rows per pass: one cell load serves 8 independent sums */
+
+__attribute__((target("avx512f"))) static inline void f32_rows(const float *x, size_t rows, size_t k,
+                                                                const float *cells, const float *bias, float *y,
+                                                                size_t ldy) {
+    __m512 acc[EMB_F32_ROWS];
+    for (size_t q = 0; q < EMB_F32_ROWS; q++) acc[q] = _mm512_setzero_ps();
+    for (size_t j = 0; j < k / 4; j++) {
+        __m512 cell = _mm512_loadu_ps(cells + 16 * j);
+        for (size_t q = 0; q < rows; q++) {
+            __m512 xv = _mm512_broadcast_f32x4(_mm_loadu_ps(x + q * k + 4 * j));
+            acc[q] = _mm512_add_ps(acc[q], _mm512_mul_ps(xv, cell));
+        }
+    }
+    for (size_t q = 0; q < rows; q++) {
+        float t[16];
+        _mm512_storeu_ps(t, acc[q]);
+        for (int r = 0; r < 4; r++) y[q * ldy + (size_t)r] = emb_hsum4(t[4 * r], t[4 * r + 1], t[4 * r + 2], t[4 * r + 3]) + bias[r];
+    }
+}
+
+__attribute__((target("avx512f"))) static void gemm_f32_avx512(const float *x, size_t m, const emb_linear *w, float *y,
+                                                                size_t ldy) {
+    size_t k = (size_t)w->k, ng = (size_t)w->n / 4;
+    for (size_t i = 0; i < m; i += EMB_F32_ROWS) {
+        size_t rows = m - i < EMB_F32_ROWS ? m - i : EMB_F32_ROWS;
+        for (size_t g = 0; g < ng; g++) {
+            const float *cells = w->w + g * 4 * k, *b = w->bias + 4 * g;
+            float *yg = y + i * ldy + 4 * g;
+            switch (rows) {  /* a constant count for each, so the sums stay in registers */
+            case 8: f32_rows(x + i * k, 8, k, cells, b, yg, ldy); break;
+            case 7: f32_rows(x + i * k, 7, k, cells, b, yg, ldy); break;
+            case 6: f32_rows(x + i * k, 6, k, cells, b, yg, ldy); break;
+            case 5: f32_rows(x + i * k, 5, k, cells, b, yg, ldy); break;
+            case 4: f32_rows(x + i * k, 4, k, cells, b, yg, ldy); break;
+            case 3: f32_rows(x + i * k, 3, k, cells, b, yg, ldy); break;
+            case 2: f32_rows(x + i * k, 2, k, cells, b, yg, ldy); break;
+            default: f32_rows(x + i * k, 1, k, cells, b, yg, ldy); break;
+            }
+        }
+    }
+}
+
+emb_gemm_f32_fn emb_gemm_f32_for(const emb_kernels *k) {
+    return k == &emb_kernels_avx512vnni ? gemm_f32_avx512 : emb_gemm_f32_ref;
+}
+#else
+emb_gemm_f32_fn emb_gemm_f32_for(const emb_kernels *k) {
+    (void)k;
+    return emb_gemm_f32_ref;
+}
+#endif
