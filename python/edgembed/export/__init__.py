@@ -183,10 +183,8 @@ def export_model(
     return manifest, model_dir
 
 
-# a SPLADE model's engine bundle unless asked otherwise: fp32 encoder, int8 decoder rescored
-# exactly (it meets the sparse quality bar and runs faster than onnxruntime's fp32;
-# docs/quantization.md, "Rerankers and SPLADE models")
-DEFAULT_SPARSE = "rescored"
+# a SPLADE model's engine bundle unless asked otherwise (or recorded): every layer int8
+DEFAULT_SPARSE = "int8"
 
 
 def export_bundle(
@@ -206,8 +204,8 @@ def export_bundle(
     version, attention kind or sparse scheme than asked for is rewritten. ``attention``: "fp32"
     or "int8" (the attention's products, docs/quantization.md, "Attention"); None keeps the
     recorded bundle's kind (fp32 for a new one). ``sparse`` (SPLADE models only): "rescored"
-    (fp32 encoder, int8 decoder rescored exactly: the engine's default for them) or "int8"
-    (every layer int8); None keeps the recorded bundle's (rescored for a new one).
+    (fp32 encoder, int8 decoder rescored exactly: fp32's vectors) or "int8" (every layer int8);
+    None keeps the recorded bundle's (DEFAULT_SPARSE for a new one).
     """
     from ..errors import InputError
     from ..model_dir import Task
