@@ -152,6 +152,49 @@ def test_auto_takes_fp32_and_int8_goes_to_the_engine(sp_home: Path) -> None:
     assert (meta["head"], meta["sparse.pooling"], meta["vocab_size"]) == ("mlm", "max", "1000")
 
 
+
+def test_embed_bundle_sparse_rescored(sp_home: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``embed bundle MODEL --sparse rescored``: the fp32 encoder and word table, the int8
+    decoder (docs/bundle-format.md), recorded in the manifest; the engine gives
+    sentence-transformers' fp32 vectors from it (test_sparse_real.py holds SPLADE-tiny's to the
+    bar). The option is for SPLADE models only."""
+    from edgembed.backends.native import NativeBackend, native_available
+    from edgembed.cli import main
+    from edgembed.export import export_bundle
+    from edgembed.export.bundle import read_bundle_header
+
+    out = tmp_path / "r.emb"
+    assert main(["bundle", str(model_dir("splade-bert")), "--sparse", "rescored",
+                 "-o", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"{out}\t")
+    header = read_bundle_header(out)
+    assert header.metadata["quantization"] == "fp32-rescored"
+    t = header.tensors
+    assert (t["embeddings.word"]["dtype"], t["layers.0.attention.qkv.weight"]["dtype"],
+            t["mlm.transform.weight"]["dtype"], t["mlm.decoder.q"]["dtype"]) == (
+                "F32", "F32", "F32", "I8")
+    assert "embeddings.word.q" not in t and "mlm.decoder.weight" not in t  # tied: the word table
+    record, cached = export_bundle(model_dir("splade-bert"))  # the recorded one, not rewritten
+    assert (record["sparse"], record["scheme"], cached.name) == (
+        "rescored", "fp32-rescored", "splade-bert.rescored.emb")
+    record8, cached8 = export_bundle(model_dir("splade-bert"), sparse="int8")
+    assert (record8["sparse"], cached8.name) == ("int8", "splade-bert.int8.emb")
+    assert read_bundle_header(cached8).metadata["quantization"] == "int8-block32"
+    with pytest.raises(InputError, match="not a SPLADE model: sparse='rescored' is for sparse"):
+        export_bundle(model_dir("bert-h48-mean"), sparse="rescored")
+    with pytest.raises(InputError, match="sparse 'fp16': choose one of int8, rescored"):
+        export_bundle(model_dir("splade-bert"), sparse="fp16")
+    if not native_available()[0]:
+        pytest.skip("native engine not built")
+    ref = head_reference("splade-bert").vectors
+    assert ref is not None
+    be = NativeBackend(out, threads=2)
+    ids = be.tokenize(texts())
+    got = np.concatenate([be.sparse(ids[i:i + 16])[0] for i in range(0, len(ids), 16)])
+    # measured: within 1.0e-5 of sentence-transformers' weights (the int8 bundle: 0.40)
+    assert np.max(np.abs(got - ref)) <= 5e-5
+
 def capped_copy(dest: Path, k: int, name: str = "splade-bert") -> Path:
     """``name``'s directory with ``max_active_dims: k`` in config_sentence_transformers.json,
     where sentence-transformers' SparseEncoder saves it (and reads it as its default)."""
