@@ -385,18 +385,21 @@ def test_serve_options_of_object_storage_and_webhooks(tmp_path: Path) -> None:
         p.parse_args(["--webhook-retries", "soon"])
 
 
-def test_allow_storage_and_allow_webhook_given_twice_allow_both(tmp_path: Path) -> None:
+def test_allow_storage_and_allow_webhook_given_twice_allow_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``embed serve``'s own parser: each repeated prefix is allowed (with the environment's),
     and nothing beside them."""
     from edgembed.errors import NotAllowed
     from edgembed.serve.cli import build_parser
     from edgembed.serve.jobs_settings import job_settings_from_args
 
+    monkeypatch.setenv("EDGEMBED_ALLOW_STORAGE", "s3://third")
     args = build_parser().parse_args([
         "--jobs-dir", str(tmp_path), "--allow-storage", "s3://first/in",
         "--allow-storage", "S3://second/out/", "--allow-webhook", "https://one.example/h",
         "--allow-webhook", "https://TWO.example:443/k"])
-    s = job_settings_from_args(args, {"EDGEMBED_ALLOW_STORAGE": "s3://third"})
+    s = job_settings_from_args(args)
     assert s is not None
     assert s.allow_storage == ("s3://third", "s3://first/in", "S3://second/out/")
     assert s.allow_webhook == ("https://one.example/h", "https://TWO.example:443/k")
