@@ -4,7 +4,7 @@ For each tokenizer kind the engine implements, the same tokenizer.json through b
 
 - the engine: the tables the bundle writer makes (``edgembed.export.tokenizer_tables``) in a
   tokenizer-only bundle, read and run by ``tests/runtime/tokenizer_driver.c bench`` (built here
-  with gcc -O3, the flags of runtime/build.sh): load time (fastest of 5, bundle already in
+  with gcc -O3 and the flags of runtime/cflags.txt): load time (fastest of 5, bundle already in
   memory), the tables' memory, and encode time per round (ids with truncation at 512, one text
   per call, as the engine's hosts call it);
 - tokenizers: ``Tokenizer.from_file`` time, and ``encode_batch`` time with
@@ -43,6 +43,7 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "runtime" / "tools"))
+from engine_cflags import shared_cflags  # type: ignore[import-not-found]  # noqa: E402
 from tokenizer_bundles import tokenizer_bundle  # type: ignore[import-not-found]  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "tokenizers"
@@ -69,8 +70,7 @@ def catalog_strings(n: int, seed: int) -> list[str]:
 
 def build_driver(out: Path) -> Path:
     exe = out / "tokenizer_driver"
-    flags = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno",
-             f"-I{ROOT / 'runtime' / 'include'}", f"-I{SRC}"]
+    flags = ["-O3", *shared_cflags(absolute=True)]  # runtime/cflags.txt, as runtime/build.sh
     subprocess.run(["gcc", *flags, *(str(SRC / f"{s}.c") for s in SOURCES),
                     str(ROOT / "tests" / "runtime" / "tokenizer_driver.c"), "-o", str(exe)],
                    check=True)

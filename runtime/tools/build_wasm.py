@@ -10,7 +10,7 @@ wasm-opt from npm `binaryen`. The versions used are written to build/wasm/toolch
 Each engine variant must stay within 300 KB, and its exports must be those of the ABI module
 (python/edgembed/backends/_abi.py, WASM_EXPORTS: names, parameter counts, results; checked
 against runtime/include/edgembed.h by tests/python/test_abi.py). The compiler flags every build
-shares are read from runtime/cflags.txt.
+shares are read from runtime/cflags.txt (engine_cflags.py).
 """
 
 from __future__ import annotations
@@ -24,16 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine_cflags import shared_cflags  # runtime/cflags.txt, read once
+
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "build" / "wasm"
 MAX_BYTES = 300 * 1024
-
-
-
-def shared_cflags() -> list[str]:
-    """runtime/cflags.txt: the flags of every build (warnings, arithmetic, include paths)."""
-    text = (ROOT / "runtime" / "cflags.txt").read_text(encoding="utf-8")
-    return [flag for line in text.splitlines() for flag in line.split("#")[0].split()]
 
 
 CFLAGS = [*shared_cflags(), "-O3", "-nostdlib", "-ffreestanding"]

@@ -177,12 +177,19 @@ def test_offsets_match_hugging_face_on_both_engines(
     got = backend.tokenize_offsets(texts)
     assert got[:-1] == want[:-1]
     assert [t[0] for t in got[-1]] == [t[0] for t in want[-1]]  # a lone surrogate: 1 character
+    long = ["word " * 300]  # 302 tokens with [CLS] and [SEP]
+    with pytest.raises(InputTooLong, match="a text has 302 tokens") as native_error:
+        backend.tokenize_offsets(long, truncate=False)
     pytest.importorskip("wasmtime", reason="pip install wasmtime")
     if not (REPO / "build" / "wasm" / "edgembed.wasm").is_file():
         pytest.skip("build/wasm not built (./build.sh wasm)")
     from edgembed.backends.wasm import WasmBackend
 
-    assert WasmBackend(bundle, variant="simd128").tokenize_offsets(texts) == got
+    wasm = WasmBackend(bundle, variant="simd128")
+    assert wasm.tokenize_offsets(texts) == got
+    with pytest.raises(InputTooLong) as wasm_error:
+        wasm.tokenize_offsets(long, truncate=False)
+    assert str(wasm_error.value) == str(native_error.value)
 
 
 @pytest.mark.parametrize("name", ["xlm-roberta-mean-prompts", "modernbert-mean"])

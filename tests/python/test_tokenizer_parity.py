@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import json
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -34,34 +33,14 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 
+from c_build import CFLAGS, declare, gcc
+from c_build import TOKENIZER_SOURCES as SOURCES
 from c_header import parse as parse_header
 from edgembed.backends._abi import Status
 from tokenizer_texts import random_bytes, random_texts
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "runtime" / "src"
-SOURCES = [
-    SRC / f"{name}.c"
-    for name in (
-        "tokenizer",
-        "normalizer",
-        "pre_tokenizer",
-        "wordpiece",
-        "post_processor",
-        "unigram",
-        "bpe",
-        "unicode_tables",
-        "tokenizer_bundle",
-        "bundle",
-        "platform_native",
-    )
-]
-# the engine's shared flags; their include paths are relative to the repository (gcc runs there)
-CFLAGS = [
-    flag
-    for line in (REPO / "runtime" / "cflags.txt").read_text(encoding="utf-8").splitlines()
-    for flag in line.split("#")[0].split()
-]
 CORPUS = REPO / "tests" / "fixtures" / "reference" / "corpus.json"
 MAX_LENGTH = 256
 N_RANDOM = 100_000
@@ -72,12 +51,6 @@ EMB_STATUS_BUFFER_TOO_SMALL = Status.BUFFER_TOO_SMALL
 
 # emb_tokenizer_config, laid out from tokenizer.h (whose EMB_ASSERT_FIELD lines pin the offsets)
 Config = parse_header(SRC / "tokenizer.h").ctypes_struct("emb_tokenizer_config")
-
-
-def gcc(args: Sequence[str | Path]) -> None:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True, cwd=REPO)
 
 
 # --- the two sides --------------------------------------------------------------------------------
@@ -143,9 +116,7 @@ class CTokenizer:
             ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
             ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
         ]
-        lib.emb_utf8_offsets_to_chars.argtypes = [
-            ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-        ]
+        declare(lib, "emb_utf8_offsets_to_chars")
         self.handle = ctypes.c_void_p()
         ids = (ctypes.c_int32 * len(added))(*added)
         status = lib.emb_tokenizer_init_ex(

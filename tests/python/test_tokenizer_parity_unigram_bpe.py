@@ -48,44 +48,22 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer
 
+from c_build import CFLAGS, declare, gcc
+from c_build import TOKENIZER_SOURCES as SOURCES
+from edgembed.backends._abi import Status
 from edgembed.errors import UnsupportedArchitecture
 from edgembed.export.tokenizer_tables import tokenizer_tables
 from tokenizer_texts import random_bytes, random_texts
 
 REPO = Path(__file__).resolve().parents[2]
-SRC = REPO / "runtime" / "src"
 FIXTURES = REPO / "tests" / "fixtures" / "tokenizers"
 KINDS = ["xlmr-unigram", "unigram-byte-fallback", "roberta-bpe", "modernbert-bpe", "split-bpe"]
-SOURCES = [
-    SRC / f"{name}.c"
-    for name in (
-        "tokenizer",
-        "normalizer",
-        "pre_tokenizer",
-        "wordpiece",
-        "unigram",
-        "bpe",
-        "post_processor",
-        "unicode_tables",
-        "tokenizer_bundle",
-        "bundle",
-        "platform_native",
-    )
-]
-CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Wshadow", "-Wpedantic", "-Werror",
-          f"-I{REPO / 'runtime' / 'include'}", f"-I{SRC}"]
 MAX_LENGTH = 512
 N_RANDOM = int(os.environ.get("EDGEMBED_TOKENIZER_PARITY_N", "12000"))
 SEED = 20261201
-EMB_STATUS_OK, EMB_STATUS_TOO_LONG = 0, 9
+EMB_STATUS_OK, EMB_STATUS_TOO_LONG = Status.OK, Status.TOO_LONG
 
 Result = tuple[list[int], list[int], list[tuple[int, int]]]
-
-
-def gcc(args: Sequence[str | Path]) -> None:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
-    subprocess.run(["gcc", *map(str, args)], check=True, capture_output=True, text=True)
 
 
 def _load_bundle_tool() -> Any:
@@ -191,9 +169,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
         ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
     ]
-    lib.emb_utf8_offsets_to_chars.argtypes = [
-        ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-    ]
+    declare(lib, "emb_utf8_offsets_to_chars")
     lib.emb_tokenizer_free.argtypes = [ctypes.c_void_p]
     return lib
 

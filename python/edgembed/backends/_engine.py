@@ -39,7 +39,9 @@ from ._abi import (
     pooling_name,
 )
 
-__all__ = ["BundleSource", "Engine", "WasmHost", "open_bundle", "raise_status"]
+__all__ = [
+    "BundleSource", "Engine", "WasmHost", "open_bundle", "raise_status", "text_too_long",
+]
 
 _BIG_ENDIAN = sys.byteorder == "big"
 _COPY_CHUNK = 1 << 20  # a bundle file goes into wasm memory 1 MiB at a time
@@ -59,6 +61,15 @@ def raise_status(status: int, message: str) -> NoReturn:
     raise EngineError(message)
 
 
+def text_too_long(n_tokens: int, max_length: int) -> InputTooLong:
+    """The error for a text of ``n_tokens`` the engine refused (``EMB_STATUS_TOO_LONG``) because
+    truncation was off: the same message from every engine host."""
+    return InputTooLong(
+        f"a text has {n_tokens} tokens, more than the model's max_length "
+        f"{max_length}; pass truncate=True or shorten it"
+    )
+
+
 def tokenize_texts(
     tokenize_one: Callable[[str, bool], tuple[list[int], int]],
     texts: Sequence[str],
@@ -71,10 +82,7 @@ def tokenize_texts(
     for t in texts:
         ids, full = tokenize_one(t, truncate)
         if not ids:
-            raise InputTooLong(
-                f"a text has {full} tokens, more than the model's max_length "
-                f"{max_length}; pass truncate=True or shorten it"
-            )
+            raise text_too_long(full, max_length)
         out.append(ids)
     return out
 
@@ -380,10 +388,7 @@ class Engine:
             )
             n, full = self._i32s(self._scratch, 2)
             if st == Status.TOO_LONG:
-                raise InputTooLong(
-                    f"a text has {full} tokens, more than the model's max_length "
-                    f"{self.max_length}; pass truncate=True or shorten it"
-                )
+                raise text_too_long(full, self.max_length)
             if st != Status.OK:
                 self._raise(st, "tokenize")
             ids = self._i32s(self._tok, n)

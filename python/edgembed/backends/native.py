@@ -50,7 +50,14 @@ from ._abi import (
     declare,
     pooling_name,
 )
-from ._engine import Token, count_text_tokens, raise_status, tokenize_texts, tokens_with_offsets
+from ._engine import (
+    Token,
+    count_text_tokens,
+    raise_status,
+    text_too_long,
+    tokenize_texts,
+    tokens_with_offsets,
+)
 
 __all__ = ["NativeBackend", "NativeLibrary", "find_library", "load_library", "native_available"]
 
@@ -367,10 +374,7 @@ class NativeBackend:
                     ctypes.byref(n_full),
                 )
                 if st == Status.TOO_LONG:
-                    raise InputTooLong(
-                        f"a text has {n_full.value} tokens, more than the model's max_length "
-                        f"{self.max_length}; pass truncate=True or shorten it"
-                    )
+                    raise text_too_long(n_full.value, self.max_length)
                 if st != Status.OK:
                     self._raise(st, "tokenize")
                 n = n_ids.value
