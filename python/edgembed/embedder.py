@@ -132,8 +132,9 @@ def _task_of(model: Any) -> str | None:
 
 
 def _sparse_default(choice: BackendChoice, asked: str) -> BackendChoice:
-    """SPLADE models run fp32 on the CPU unless a variant is named: int8 misses their quality
-    bar (docs/quantization.md), on onnxruntime and in the engine alike."""
+    """SPLADE models run fp32 on the CPU unless a variant or the engine is named: onnxruntime's
+    int8 misses their quality bar (docs/quantization.md); the engine's SPLADE bundle is the
+    "rescored" one by default, which meets it (backend="native" or "wasm", variant="int8")."""
     if choice.variant != "int8" or asked not in ("auto", "onnx", "cpu"):
         return choice
     why = ("sparse models default to fp32 on the CPU (int8 misses their quality bar, see "

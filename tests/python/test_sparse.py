@@ -146,10 +146,14 @@ def test_auto_takes_fp32_and_int8_goes_to_the_engine(sp_home: Path) -> None:
     from edgembed.export import export_bundle
     from edgembed.export.bundle import read_bundle_header
 
-    # the engine bundle of a SPLADE model holds its masked-LM head
+    # the engine bundle of a SPLADE model holds its masked-LM head, rescored by default (the
+    # one the engine loaded above when it runs natively)
+    record, cached = export_bundle(model_dir("splade-bert"))
+    assert (record["sparse"], cached.name) == ("rescored", "splade-bert.rescored.emb")
     _, path = export_bundle(model_dir("splade-bert"), out=sp_home / "x.emb")
     meta = read_bundle_header(path).metadata
     assert (meta["head"], meta["sparse.pooling"], meta["vocab_size"]) == ("mlm", "max", "1000")
+    assert meta["quantization"] == "fp32-rescored"
 
 
 

@@ -12,22 +12,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Write the engine bundle (.emb) that the WebAssembly and native engines load: "
         "configuration, tokenizer vocabulary and pre-packed int8 weights in one file (for a SPLADE "
-        "model optionally an fp32 encoder and an int8 decoder rescored exactly: --sparse). "
+        "model by default an fp32 encoder and an int8 decoder rescored exactly: --sparse). "
         "Its size and sha256 are recorded in the model's edgembed.json."
     )
     parser.epilog = (
         "examples:\n"
         "  embed bundle all-minilm-l6-v2\n"
         "  embed bundle all-minilm-l6-v2 -o public/minilm.emb\n"
-        "  embed bundle splade-tiny --sparse rescored"
+        "  embed bundle splade-tiny --sparse int8"
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("model", nargs="?", default="all-minilm-l6-v2",
                         help="catalog name or Hugging Face directory (default: %(default)s)")
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="where to write the bundle (default: NAME.int8.emb, a rescored "
-                             "one NAME.rescored.emb, in the current directory); the engine's "
-                             "own copy stays in the model's cache")
+                        help="where to write the bundle (default: NAME.int8.emb, a SPLADE "
+                             "model's NAME.rescored.emb, in the current directory); the "
+                             "engine's own copy stays in the model's cache")
     parser.add_argument("--force", action="store_true", help="rewrite an existing bundle")
     parser.add_argument("--attention", choices=("fp32", "int8"),
                         help="the attention's products (QKᵀ, P·V): fp32 or int8, a little "
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "possibly positive logits are recomputed in fp32: fp32's vectors) "
                              "or 'int8' (every layer int8: smaller, faster, misses the sparse "
                              "quality bar; docs/quantization.md); default: the cached bundle's, "
-                             "else int8")
+                             "else rescored")
 
 
 def run(args: argparse.Namespace) -> int:
