@@ -137,6 +137,11 @@ class AdaptiveBatcher:
         with self._cond:
             return self._core.stats()
 
+    def cost_model(self) -> dict[str, float]:
+        """The cost model's parameters now (``stats().cost_model``, without the rest)."""
+        with self._cond:
+            return self._core.scheduler.model.snapshot()
+
     def prometheus_text(self, prefix: str = "edgembed_batcher") -> str:
         """:meth:`stats` in the Prometheus text exposition format (serve it at ``/metrics``)."""
         with self._cond:

@@ -134,6 +134,10 @@ class EventLoopBatcher:
         """Queue, batches, latency, SLO attainment, throughput and the cost model, now."""
         return self._core.stats()
 
+    def cost_model(self) -> dict[str, float]:
+        """The cost model's parameters now (``stats().cost_model``, without the rest)."""
+        return self._core.scheduler.model.snapshot()
+
     def prometheus_text(self, prefix: str = "edgembed_batcher") -> str:
         """:meth:`stats` in the Prometheus text exposition format."""
         return self._core.prometheus_text(prefix)

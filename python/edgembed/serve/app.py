@@ -99,6 +99,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
             max_queue=settings.max_queue,
             workers=settings.workers,
             shed=settings.shed,
+            cost_prior=settings.cost_prior,
         )
         budget = settings.max_batch_tokens or model.max_batch_tokens
         state.slicer = Slicer(

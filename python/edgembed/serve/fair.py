@@ -2,30 +2,38 @@
 
 ::
 
-    request ─► token counts ─► slices: consecutive texts, at most ``slice_tokens`` each
-            ─► one slice, interactive: straight to the batcher (admitted by its latency plan)
-            ─► otherwise: admission by tokens ─► gate: the key's share ─► batcher, bulk lane
+    request ─► token counts ─► one slice, interactive: straight to the batcher (admitted by
+                               its latency plan)
+            ─► otherwise: admission by tokens ─► per slice, when it is sent: its size from the
+               cost model now ─► gate: the key's share ─► batcher, bulk lane
             ─► rows of every slice, in the request's order
 
 The adaptive batcher never splits a request: one request of 2,048 long texts would hold the
 engine for a minute and every other request would wait behind it (or be refused). Here a
-request whose tokens exceed one slice — what the batcher's cost model says one batch computes
-in half the latency target — is cut into slices of consecutive texts. A request of several
-slices cannot meet the interactive target anyway: its slices run in the bulk lane, which the
-batcher serves after interactive requests, and only a few are in the batcher at a time (the
-key's share), so a small request that arrives meanwhile waits for the slice being computed,
-not for the whole request. Each text's vector is computed whole, in one batch, and the int8
-model is batch-invariant: a sliced request gets exactly the vectors it would get unsliced, in
-its order.
+request whose tokens exceed one slice is cut into slices of consecutive texts. A slice holds
+what the batcher's cost model, *with its margin* (the p99 of its error), says one batch computes
+in half the interactive latency target, at least one text and ``max_length`` tokens: a small
+request that arrives as a slice starts waits at most half its target for it and keeps the other
+half for its own batch. Each slice is sized when it is sent, from the cost model as it stands
+then, so on a fresh server (whose model is still its prior) the first slices teach it the
+machine's speed and the later ones follow.
+
+A request of several slices cannot meet the interactive target anyway: its slices run in the
+bulk lane, which the batcher serves after interactive requests, one slice per worker at a time
+by default (the key's share): the next slice waits at the gate, not in the batcher, so a small
+request that arrives meanwhile waits for the rest of the running slice and nothing else — a
+queued slice would join its batch — and the batcher's admission plans exactly that wait. Each
+text's vector is computed whole, in one batch, and the int8 model is batch-invariant: a sliced
+request gets exactly the vectors it would get unsliced, in its order.
 
 The gate keeps one key from taking the batcher for itself. A key may have tokens in the
-batcher up to its share: ``capacity_tokens`` (default two slices per worker, one computed and
-one queued) divided among the keys that have work there or waiting; more waits at the gate,
-and the keys that wait are served in turn as tokens come back. A key with nothing in the
-batcher always passes, so a light user never waits behind a heavy one, and a key with ten
+batcher up to its share: ``capacity_tokens`` (default one slice per worker) divided among the
+keys that have work there or waiting; more waits at the gate, and the keys that wait are served
+in turn as tokens come back (within a key, its earlier requests first). A key with nothing in
+the batcher always passes, so a light user never waits behind a heavy one, and a key with ten
 large requests gets the share of a key with one. With API keys off every request shares one
-key. A request that would wait is admitted by its tokens: refused at once (429) when the
-tokens ahead of it would take longer than the bulk latency target to compute, or pass
+key. A request that would wait is admitted by its tokens: refused at once (429) when the tokens
+ahead of it would take longer than the bulk latency target to compute, or pass
 ``max_waiting_tokens``.
 
 Everything here runs on the server's event loop (no locks).
@@ -34,9 +42,11 @@ Everything here runs on the server's event loop (no locks).
 from __future__ import annotations
 
 import asyncio
-import math
+import bisect
+import functools
+import itertools
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,25 +55,32 @@ import numpy as np
 
 from ..errors import DeadlineExceeded, Overloaded
 
-__all__ = ["DEPTH", "FairGate", "Slicer", "plan_slices"]
+__all__ = ["DEPTH", "FairGate", "Slicer", "next_stop", "plan_slices"]
 
-DEPTH = 2  # slices per worker in the batcher (default share): one runs, the next is queued
-_SLICE_REFRESH_S = 1.0
+DEPTH = 1  # slices per worker in the batcher (default share): the one that runs
 _RETRY_CAP_S = 1.0
 
 
+def next_stop(counts: Sequence[int], start: int, budget: int) -> int:
+    """End of the slice that begins at text ``start``: consecutive texts of at most ``budget``
+    tokens in all (a text over the budget alone is a slice of its own)."""
+    total = counts[start]
+    stop = start + 1
+    while stop < len(counts) and total + counts[stop] <= budget:
+        total += counts[stop]
+        stop += 1
+    return stop
+
+
 def plan_slices(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
-    """``[start, stop)`` ranges of consecutive texts, each at most ``budget`` tokens (a text
-    over the budget alone is a slice of its own)."""
+    """``[start, stop)`` ranges of consecutive texts, each at most ``budget`` tokens, as
+    :func:`next_stop` cuts them one after another with the same budget."""
     slices: list[tuple[int, int]] = []
-    start = total = 0
-    for i, n in enumerate(counts):
-        if i > start and total + n > budget:
-            slices.append((start, i))
-            start, total = i, 0
-        total += n
-    if start < len(counts):
-        slices.append((start, len(counts)))
+    start = 0
+    while start < len(counts):
+        stop = next_stop(counts, start, budget)
+        slices.append((start, stop))
+        start = stop
     return slices
 
 
@@ -71,12 +88,13 @@ def plan_slices(counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
 class _Waiter:
     tokens: int
     future: asyncio.Future[None]
+    order: int  # within a key, the lowest order goes first (a request's arrival number)
 
 
 @dataclass
 class _Key:
     outstanding: int = 0
-    waiting: deque[_Waiter] = field(default_factory=deque)
+    waiting: list[_Waiter] = field(default_factory=list)  # by order, then first come
 
 
 class FairGate:
@@ -124,16 +142,18 @@ class FairGate:
         retry = min(max(1.0, (wait_ms - max_wait_ms) / 1000.0), 60.0)
         raise Overloaded(f"{why}; retry after {retry:.1f} s", retry_after=retry)
 
-    async def acquire(self, key: str, tokens: int, timeout_s: float | None = None) -> None:
-        """Wait for ``key``'s turn to put ``tokens`` into the batcher."""
+    async def acquire(self, key: str, tokens: int, timeout_s: float | None = None,
+                      order: int = 0) -> None:
+        """Wait for ``key``'s turn to put ``tokens`` into the batcher; among the key's
+        waiters, the lowest ``order`` goes first (then first come)."""
         k = self._keys.get(key)
         if k is None:
             k = self._keys[key] = _Key()
         if not k.waiting and self._may_pass(k, tokens):
             self._take(k, tokens)
             return
-        waiter = _Waiter(tokens, asyncio.get_running_loop().create_future())
-        k.waiting.append(waiter)
+        waiter = _Waiter(tokens, asyncio.get_running_loop().create_future(), order)
+        bisect.insort_right(k.waiting, waiter, key=lambda w: w.order)
         self.waiting_tokens += tokens
         try:
             await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
@@ -178,7 +198,7 @@ class FairGate:
                 head = k.waiting[0]
                 if head.future.cancelled() or not self._may_pass(k, head.tokens):
                     continue
-                k.waiting.popleft()
+                k.waiting.pop(0)
                 self.waiting_tokens -= head.tokens
                 self._take(k, head.tokens)
                 head.future.set_result(None)
@@ -212,25 +232,26 @@ class Slicer:
         self.gate = FairGate(capacity_tokens or DEPTH * self.max_length * self.workers,
                              max_waiting_tokens)
         self._slice = slice_tokens or self.max_length
-        self._slice_at = -math.inf
         self._ms_per_token = 0.1
         self.max_wait_ms = float(max_wait_ms)
+        self._arrivals = itertools.count()
 
     def slice_tokens(self) -> int:
-        """Tokens per slice: what the batcher's cost model says one batch computes in half
-        the interactive latency target, within [max_length, max_batch_tokens]."""
-        now = time.monotonic()
-        if now - self._slice_at > _SLICE_REFRESH_S:
-            self._slice_at = now
-            cost = self._batcher().stats().cost_model
-            per_token = max(float(cost.get("ms_per_ktoken", 100.0)), 1e-6) / 1000.0
-            self._ms_per_token = per_token / self.workers
-            room = self.latency_target_ms / 2.0 - float(cost.get("fixed_ms", 0.0))
+        """Tokens per slice, from the batcher's cost model now: what one batch computes, by the
+        margined prediction (the model's p99), in half the interactive latency target, within
+        [max_length, max_batch_tokens] — or ``slice_tokens`` when it was given."""
+        cost = self._batcher().cost_model()
+        per_token = max(float(cost.get("ms_per_ktoken", 100.0)), 1e-6) / 1000.0
+        self._ms_per_token = per_token / self.workers
+        if self.fixed_slice:
+            self._slice = self.fixed_slice
+        else:
+            margin = max(float(cost.get("margin", 1.0)), 1.0)
+            room = self.latency_target_ms / 2.0 / margin - float(cost.get("fixed_ms", 0.0))
             fits = int(room / per_token) if room > 0 else 0
-            self._slice = self.fixed_slice or min(max(fits, self.max_length),
-                                                  self.max_batch_tokens)
-            if not self.fixed_capacity:
-                self.gate.capacity = DEPTH * self._slice * self.workers
+            self._slice = min(max(fits, self.max_length), self.max_batch_tokens)
+        if not self.fixed_capacity:
+            self.gate.capacity = DEPTH * self._slice * self.workers
         return self._slice
 
     async def embed(
@@ -247,21 +268,40 @@ class Slicer:
         object per text, such as sparse vectors, gives a list). ``texts`` may be
         (query, document) pairs for a cross-encoder. ``deadline_ms`` counts from ``started``
         (``time.perf_counter``)."""
-        slices = plan_slices(counts, self.slice_tokens())
-        if len(slices) == 1 and priority == "interactive":
+        if not texts:
+            return await self._send(None, texts, counts, priority, deadline_ms, started, True)
+        whole = next_stop(counts, 0, self.slice_tokens()) == len(texts)
+        if whole and priority == "interactive":
             # What can meet the latency target goes straight to the batcher, whose admission
             # plans its latency from the tokens ahead of it; the gate holds the rest.
-            return await self._one(None, texts, counts, priority, deadline_ms, started, True)
-        self.gate.admit(sum(counts), self._ms_per_token, self.max_wait_ms)
-        lane = "bulk" if len(slices) > 1 else priority
-        if len(slices) == 1:
-            return await self._one(key, texts, counts, lane, deadline_ms, started, True)
+            return await self._send(None, texts, counts, priority, deadline_ms, started, True)
+        tokens = sum(counts)
+        self.gate.admit(tokens, self._ms_per_token, self.max_wait_ms)
+        order = next(self._arrivals)
+        if whole:
+            await self._turn(key, tokens, deadline_ms, started, order)
+            return await self._send(key, texts, counts, priority, deadline_ms, started, True)
+        return await self._sliced(key, texts, counts, deadline_ms, started, order)
+
+    async def _sliced(
+        self,
+        key: str,
+        texts: list[Any],
+        counts: list[int],
+        deadline_ms: float | None,
+        started: float,
+        order: int,
+    ) -> Any:
+        """A request of several slices, in the bulk lane. Each slice is cut when it is its
+        turn to be sent (sized from the cost model then); the slices sent are computed while
+        the next one waits at the gate. The first slice that fails fails the request, and the
+        others are withdrawn."""
         out: Any = None
 
-        async def run(index: int, a: int, b: int) -> None:
+        async def run(a: int, b: int) -> None:
             nonlocal out
-            got = await self._one(key, texts[a:b], counts[a:b], lane, deadline_ms, started,
-                                  index == 0)
+            got = await self._send(None, texts[a:b], counts[a:b], "bulk", deadline_ms,
+                                   started, a == 0)
             if isinstance(got, list):  # one object per text (sparse vectors), not rows
                 if out is None:
                     out = [None] * len(texts)
@@ -272,19 +312,62 @@ class Slicer:
                 out = np.empty((len(texts), part.shape[1]), dtype=np.float32)
             out[a:b] = part
 
-        # Every slice waits at the gate in order; the key's share decides how many are in the
-        # batcher at once.
-        tasks = [asyncio.ensure_future(run(i, a, b)) for i, (a, b) in enumerate(slices)]
+        sent: list[asyncio.Future[None]] = []
+        turn: asyncio.Future[None] | None = None
+        taken = 0
         try:
-            await asyncio.gather(*tasks)
+            start = 0
+            while start < len(texts):
+                stop = next_stop(counts, start, self.slice_tokens())
+                taken = sum(counts[start:stop])
+                turn = asyncio.ensure_future(
+                    self._turn(key, taken, deadline_ms, started, order))
+                while not turn.done():  # its turn, unless a slice sent before it fails
+                    await asyncio.wait([turn, *(t for t in sent if not t.done())],
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    _raise_first_failure(sent)
+                turn.result()
+                # Its turn came: the cost model may have learned meanwhile (the slices before
+                # it were computed). A slice never grows past what the gate let through.
+                now_stop = next_stop(counts, start, self.slice_tokens())
+                if now_stop < stop:
+                    freed = sum(counts[now_stop:stop])
+                    self.gate.release(key, freed)
+                    taken -= freed
+                    stop = now_stop
+                task = asyncio.ensure_future(run(start, stop))
+                # The tokens go back when the slice ends, even if it is withdrawn unstarted.
+                task.add_done_callback(functools.partial(self._give_back, key, taken))
+                sent.append(task)
+                turn = None
+                start = stop
+            await asyncio.gather(*sent)
         except BaseException:
-            for t in tasks:
+            if turn is not None:
+                if not turn.done():
+                    turn.cancel()
+                    await asyncio.gather(turn, return_exceptions=True)
+                elif not turn.cancelled() and turn.exception() is None:
+                    self.gate.release(key, taken)  # let through, never sent
+            for t in sent:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*sent, return_exceptions=True)
             raise
         return out
 
-    async def _one(
+    def _give_back(self, key: str, tokens: int, _: object) -> None:
+        self.gate.release(key, tokens)
+
+    async def _turn(self, key: str, tokens: int, deadline_ms: float | None, started: float,
+                    order: int) -> None:
+        """Wait at the gate for ``key``'s turn to send ``tokens``, until the deadline."""
+        try:
+            await self.gate.acquire(key, tokens, _remaining_s(deadline_ms, started), order)
+        except asyncio.TimeoutError:
+            raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed while the "
+                                   "request waited for its turn") from None
+
+    async def _send(
         self,
         key: str | None,
         texts: list[Any],
@@ -294,16 +377,9 @@ class Slicer:
         started: float,
         first: bool,
     ) -> Any:
-        """One submission, through the gate unless ``key`` is None. A later slice of an
-        admitted request that the batcher refuses (Overloaded) waits and tries again, until
-        its deadline."""
-        tokens = sum(counts)
-        if key is not None:
-            try:
-                await self.gate.acquire(key, tokens, _remaining_s(deadline_ms, started))
-            except asyncio.TimeoutError:
-                raise DeadlineExceeded(f"the deadline of {deadline_ms:g} ms passed while the "
-                                       "request waited for its turn") from None
+        """One submission to the batcher; with ``key``, its tokens were taken at the gate and
+        are given back when it ends. A later slice of an admitted request that the batcher
+        refuses (Overloaded) waits and tries again, until its deadline."""
         try:
             delay = 0.05
             while True:
@@ -329,7 +405,15 @@ class Slicer:
                 raise
         finally:
             if key is not None:
-                self.gate.release(key, tokens)
+                self.gate.release(key, sum(counts))
+
+
+def _raise_first_failure(sent: Sequence[asyncio.Future[None]]) -> None:
+    for t in sent:
+        if t.done() and not t.cancelled():
+            exc = t.exception()
+            if exc is not None:
+                raise exc
 
 
 def _remaining_s(deadline_ms: float | None, started: float) -> float | None:

@@ -219,7 +219,8 @@ class ServedHead:
         self.batcher = AdaptiveBatcher(
             self, latency_target_ms=s.latency_target_ms,
             bulk_latency_target_ms=s.bulk_latency_target_ms, percentile=s.percentile,
-            max_batch_tokens=budget, max_queue=s.max_queue, workers=s.workers, shed=s.shed)
+            max_batch_tokens=budget, max_queue=s.max_queue, workers=s.workers, shed=s.shed,
+            cost_prior=s.cost_prior)
         batcher = self.batcher
         self.slicer = Slicer(
             lambda: batcher, max_length=self.max_length, max_batch_tokens=budget,

@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..batching.cost_model import CostPrior
 from ..errors import InputError
 
 __all__ = [
@@ -109,7 +110,9 @@ class ServeSettings:
     Batching: ``latency_target_ms`` (interactive lane), ``bulk_latency_target_ms`` (default
     10x), ``percentile`` the cost model aims at, ``max_batch_tokens`` (``None``: the model's own
     budget), ``max_queue`` requests waiting before 429, ``workers`` threads calling the model,
-    ``shed`` refuses requests predicted to miss their target (429) instead of queueing them.
+    ``shed`` refuses requests predicted to miss their target (429) instead of queueing them,
+    ``cost_prior`` the batcher's cost model before it has seen a batch (``None``: the
+    default ``CostPrior``, 10,000 tokens/s).
 
     Limits: ``max_inputs`` texts per request, ``max_input_chars`` characters per text,
     ``max_body_bytes`` per request body. ``truncate`` is the default for requests that do not
@@ -123,9 +126,10 @@ class ServeSettings:
     Documentation: ``docs`` serves Swagger UI at ``/docs`` and ReDoc at ``/redoc`` from the
     package's own files (no CDN).
 
-    Sharing (``fair.py``): a request over ``slice_tokens`` (``None``: what the cost model says
-    a batch computes in half the latency target) runs in slices; each API key's share of
-    ``fair_tokens`` in the batcher (``None``: 4 batches per worker); ``max_queue_tokens``
+    Sharing (``fair.py``): a request over ``slice_tokens`` (``None``: what the cost model,
+    with its margin, says a batch computes in half the latency target, sized again for each
+    slice) runs in slices; each API key's share of ``fair_tokens`` in the batcher (``None``:
+    one slice per worker); ``max_queue_tokens``
     waiting for a share before 429 (``None``: 64 batches).
 
     Slow clients: a request's headers must arrive within ``read_timeout_s``, and its body at
@@ -155,6 +159,7 @@ class ServeSettings:
     slice_tokens: int | None = None
     fair_tokens: int | None = None
     max_queue_tokens: int | None = None
+    cost_prior: CostPrior | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_queue", "workers", "max_inputs", "max_input_chars", "max_body_bytes"):
