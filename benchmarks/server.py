@@ -22,7 +22,10 @@ for edgembed as it runs (large requests in slices, docs/server.md) and with slic
 (``--slice-tokens`` past any request: each request one batch, as before slicing). No peer:
 ``--st-python`` is not needed::
 
-    .venv/bin/python benchmarks/server.py --bulk --rates 10 --seconds 30
+    .venv/bin/python benchmarks/server.py --bulk --rates 10 --seconds 20 --rounds 3
+
+(``--rounds``: sliced and unsliced alternate, one server at a time, and each row gives the
+load average before and after its phase, since the machine may be shared.)
 
 The peer needs an interpreter with torch, sentence-transformers, fastapi and uvicorn, kept out
 of the project's venv, e.g.::
@@ -228,36 +231,41 @@ async def drive_bulk(port: int, rate: float, seconds: float, bulk_texts: int
 
 def bulk_main(args: argparse.Namespace) -> int:
     rate = float(args.rates.split(",")[0])
-    results: dict[str, dict[str, float]] = {}
+    rows: list[tuple[int, str, dict[str, float], float, float]] = []
     load = os.getloadavg()
-    for name, extra in (("sliced (default)", []), ("slicing off", ["--slice-tokens",
-                                                                   "100000000"])):
-        port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "edgembed.serve", "--port", str(port), "--threads",
-             str(args.threads), "--no-access-log", "--latency-target",
-             f"{args.latency_target_ms:g}ms", "--api-key", "bulk-key", "--api-key",
-             "small-key", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_ready_keyed(port, proc)
-            results[name] = asyncio.run(drive_bulk(port, rate, args.seconds, args.bulk_texts))
-        finally:
-            proc.send_signal(signal.SIGTERM)
+    for round_ in range(1, args.rounds + 1):
+        # Sliced and unsliced alternate, one server at a time, so that both see the same load.
+        for name, extra in (("sliced (default)", []), ("slicing off", ["--slice-tokens",
+                                                                       "100000000"])):
+            port = free_port()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "edgembed.serve", "--port", str(port), "--threads",
+                 str(args.threads), "--no-access-log", "--latency-target",
+                 f"{args.latency_target_ms:g}ms", "--api-key", "bulk-key", "--api-key",
+                 "small-key", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    print(f"# server benchmark, bulk — {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+                wait_ready_keyed(port, proc)
+                before = os.getloadavg()[0]
+                result = asyncio.run(drive_bulk(port, rate, args.seconds, args.bulk_texts))
+                rows.append((round_, name, result, before, os.getloadavg()[0]))
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    print(f"# server benchmark, bulk — {time.strftime('%Y-%m-%d %H:%M')}, {platform.machine()}, "
           f"{os.cpu_count()} cores, load average {load[0]:.2f} at start, {args.threads} model "
-          f"threads, {args.seconds:g} s, latency target {args.latency_target_ms:g} ms; small "
-          f"requests (1 short text) at {rate:g}/s while 2 clients send {args.bulk_texts} "
-          "texts of 256 tokens each, back to back")
-    print("| server | small sent | answered | p50 ms | p99 ms | max ms | 429 | bulk texts/s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, r in results.items():
-        print(f"| {name} | {r['sent']:.0f} | {r['answered']:.0f} | {r['p50_ms']:.0f} | "
-              f"{r['p99_ms']:.0f} | {r['max_ms']:.0f} | {r['429']:.0f} | "
-              f"{r['bulk_texts_per_s']:.1f} |")
+          f"threads, {args.seconds:g} s per phase, {args.rounds} round(s), latency target "
+          f"{args.latency_target_ms:g} ms; small requests (1 short text) at {rate:g}/s while 2 "
+          f"clients send {args.bulk_texts} texts of 256 tokens each, back to back")
+    print("| round | server | load (1 min) | small sent | answered | p50 ms | p99 ms | max ms "
+          "| 429 | bulk texts/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for round_, name, r, before, after in rows:
+        print(f"| {round_} | {name} | {before:.1f}–{after:.1f} | {r['sent']:.0f} | "
+              f"{r['answered']:.0f} | {r['p50_ms']:.0f} | {r['p99_ms']:.0f} | "
+              f"{r['max_ms']:.0f} | {r['429']:.0f} | {r['bulk_texts_per_s']:.1f} |")
     return 0
 
 
@@ -282,6 +290,8 @@ def main() -> int:
     ap.add_argument("--bulk", action="store_true",
                     help="small requests' latency while a bulk client sends large requests")
     ap.add_argument("--bulk-texts", type=int, default=128, help="texts per bulk request")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --bulk: rounds of (sliced, unsliced), alternating")
     ap.add_argument("--rates", default="10,25,50,100", help="requests/s, comma-separated")
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--threads", type=int, default=2)

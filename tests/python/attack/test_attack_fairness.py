@@ -1,11 +1,15 @@
 """Attack 7: one big request must not starve everyone.
 
-A real server (uvicorn, the int8 model) with two API keys. The assertions are about order and
-outcomes, never about wall-clock times: of small requests sent one after another while a bulk
-request of long texts is being computed, the first and at least half of them are answered before
-it finishes (unsliced, none would be: each would wait for all of it); a key with several bulk
-requests does not finish its one-request neighbour last; and every sliced request gets
-exactly its own vectors, as ``Embedder.embed`` computes them alone.
+A real server (uvicorn, the int8 model) with two API keys. The assertions are about order,
+outcomes and the batches the server forms, never about wall-clock times: of small requests sent
+one after another while a bulk request of long texts is being computed, the first and at least
+half of them are answered before it finishes (unsliced, none would be: each would wait for all
+of it); a key with several bulk requests does not finish its one-request neighbour last; one
+slice at a time is in the batcher (a queued slice would join a small request's batch); slices
+are sized when they are sent, so a server whose cost model starts out far too optimistic cuts
+its first slice big and the later ones by what it learned; a request whose deadline passes
+mid-way gives back every token it held at the gate; and every sliced request gets exactly its
+own vectors, as ``Embedder.embed`` computes them alone.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import pytest
 
 httpx = pytest.importorskip("httpx2")
 
+from edgembed.batching.cost_model import CostPrior  # noqa: E402
 from edgembed.embedder import Embedder  # noqa: E402
 from edgembed.serve.app import create_app  # noqa: E402
-from edgembed.serve.fair import plan_slices  # noqa: E402
+from edgembed.serve.fair import next_stop, plan_slices  # noqa: E402
 from edgembed.serve.model import ServedModel  # noqa: E402
 from edgembed.serve.server import BackgroundServer  # noqa: E402
 from edgembed.serve.settings import ServeSettings  # noqa: E402
@@ -59,6 +64,97 @@ def test_plan_slices() -> None:
     assert plan_slices([100] * 10, 300) == [(0, 3), (3, 6), (6, 9), (9, 10)]
     assert plan_slices([500, 10, 10], 300) == [(0, 1), (1, 3)]
     assert plan_slices([5], 1) == [(0, 1)]
+    assert plan_slices([], 300) == []
+    assert next_stop([100] * 10, 3, 250) == 5
+    assert next_stop([100, 400, 10], 1, 250) == 2  # a text over the budget alone
+
+
+def bulk_in_background(url: str, key: str, texts: list[str],
+                       headers: dict[str, str] | None = None) -> tuple[threading.Thread,
+                                                                      dict[str, Any]]:
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        with httpx.Client(base_url=url, timeout=300,
+                          headers={"Authorization": f"Bearer {key}", **(headers or {})}) as c:
+            r = c.post("/embed", json={"inputs": texts})
+        result["status"] = r.status_code
+        result["body"] = r.json()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, result
+
+
+def test_one_slice_at_a_time_in_the_batcher(server: BackgroundServer,
+                                            embedder: Embedder) -> None:
+    # The next slice waits at the gate, not in the batcher: were it queued there, a small
+    # request arriving mid-slice would be batched with it and wait for two slices.
+    big = long_texts("one-at-a-time", 32)
+    batcher = server.app.state.edgembed.batcher
+    before = batcher.stats().batches
+    t, result = bulk_in_background(server.url, KEY_BULK, big)
+    most = polls = 0
+    while t.is_alive():
+        st = batcher.stats()
+        most = max(most, st.queue_depth + st.in_flight_batches)
+        polls += 1
+        time.sleep(0.002)
+    t.join()
+    assert result["status"] == 200, result["body"]
+    assert batcher.stats().batches - before >= 8  # sliced: dozens of slices, all seen above
+    assert polls > 8 and most == 1, f"{most} requests were in the batcher at once"
+    np.testing.assert_allclose(np.array(result["body"], dtype=np.float32), embedder.embed(big),
+                               atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def optimistic_server(embedder: Embedder) -> Iterator[BackgroundServer]:
+    # A cost model that starts out believing the engine computes 100,000 tokens/s, 20-50x what
+    # a small CPU does: a slice sized from it holds about nine of the long texts, where the
+    # speed learned holds one. The target is low (shedding off) so that even a fast CPU's
+    # slices end up smaller than the prior's. The model clips each observation to a band
+    # around its prediction, so it learns such an error over a few batches, not at once.
+    settings = ServeSettings(api_keys=(KEY_BULK,), latency_target_ms=50, shed=False,
+                             cost_prior=CostPrior(fixed_ms=0.5, ms_per_ktoken=10.0,
+                                                  ms_per_kpadding=10.0))
+    with BackgroundServer(create_app(ServedModel.from_embedder(embedder), settings),
+                          settings) as s:
+        yield s
+
+
+def test_slices_are_sized_when_sent(optimistic_server: BackgroundServer,
+                                    embedder: Embedder) -> None:
+    big = long_texts("learn", 96)  # ~170 tokens each
+    batcher = optimistic_server.app.state.edgembed.batcher
+    before = batcher.stats().batch_tokens_histogram
+    vectors = post(optimistic_server.url, KEY_BULK, big)
+    hist = batcher.stats().batch_tokens_histogram
+    counts = [b - a for a, b in zip(before["counts"], hist["counts"], strict=True)]
+    bounds = [*hist["bounds"], float("inf")]
+    large = sum(c for c, le in zip(counts, bounds, strict=True) if le > 512)  # 3+ texts
+    single = sum(c for c, le in zip(counts, bounds, strict=True) if le <= 256)  # one text
+    # The first slices are cut from the prior; once the model has learned the machine's
+    # speed, every slice is cut from it: one text. Sized all at arrival, every slice would
+    # hold the prior's nine texts.
+    assert large >= 1 and single >= 10, counts
+    np.testing.assert_allclose(vectors, embedder.embed(big), atol=1e-6)
+
+
+def test_a_deadline_mid_request_gives_every_token_back(server: BackgroundServer) -> None:
+    state = server.app.state.edgembed
+    t, result = bulk_in_background(server.url, KEY_BULK, long_texts("late", 64),
+                                   headers={"X-Edgembed-Deadline-Ms": "300"})
+    t.join(300)
+    assert result["status"] == 504, result["body"]
+    for _ in range(1000):  # the withdrawn slices' callbacks run on the server's loop
+        if state.slicer.gate.total == 0 and state.batcher.stats().in_flight_batches == 0:
+            break
+        time.sleep(0.01)
+    assert state.slicer.gate.total == 0 and state.slicer.gate.active_keys() == 0
+    assert state.slicer.gate.waiting_tokens == 0
+    after = post(server.url, KEY_BULK, long_texts("after", 4))  # the key is not stuck
+    assert after.shape[0] == 4
 
 
 def test_small_requests_are_served_between_slices(server: BackgroundServer,
