@@ -182,7 +182,7 @@ def test_small_requests_are_served_between_slices(server: BackgroundServer,
             assert r.status_code == 200, r.text
             answers.append(r.json()[0])
     t.join(300)
-    # Each small request waits for at most the slices already queued (two), so on a machine of
+    # Each small request waits for at most the slice being computed, so on a machine of
     # any load most of the eight are answered while the bulk request (18 slices on 2 cores) runs;
     # only the last few can race its last slices. Unsliced, the first would wait for all of it.
     before_bulk = sum(at < result["done_at"] for at in smalls)
