@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .. import __version__
@@ -28,9 +28,7 @@ from .registry import Command
 if TYPE_CHECKING:
     from ..io.writers import VectorWriter
 
-__all__ = ["CHUNK", "embed_parser", "run_embed"]
-
-CHUNK = 512
+__all__ = ["embed_parser", "run_embed"]
 
 
 _EMBED_EXAMPLES = """\
@@ -90,6 +88,7 @@ def embed_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
 
 def run_embed(args: argparse.Namespace) -> int:
     from ..io.writers import VectorWriter
+    from ..jobs.stream import VectorOptions, embed_into
     from ..output.arrays import output_layout
 
     if args.input is None and not args.texts:
@@ -129,40 +128,26 @@ def run_embed(args: argparse.Namespace) -> int:
         elif args.prompt == "document":
             prefix = embedder.manifest.document_prefix
         rows: Iterable[Row] = (
-            _texts_of(source) if source is not None
+            source.valid_rows() if source is not None
             else (Row(i, argv_text(t)) for i, t in enumerate(args.texts)))
         if source is not None:
             output.id_type = source.id_type
             reader = source
             bar = ProgressBar(_show_bar(args), total_rows=source.total_rows,
                               position=lambda: reader.position, unit="texts")
-        truncated = total = 0
-        for chunk in _chunks(rows, CHUNK):
-            if sparse:
-                found = embedder.embed_sparse(
-                    [r.text or "" for r in chunk], prefix=prefix, prompt_name=args.prompt_name,
-                    truncate=not args.no_truncate, max_batch_tokens=args.batch_tokens)
-                output.write_sparse(found, [r.id for r in chunk])
-                total += len(chunk)
-                if bar is not None:
-                    bar.update(len(chunk))
-                continue
-            vectors, cut = embedder.embed_counted(
-                [r.text or "" for r in chunk], start=total, normalize=args.normalize,
-                prefix=prefix, prompt_name=args.prompt_name, truncate=not args.no_truncate,
-                dimensions=args.dimensions, precision=args.precision,
-                max_batch_tokens=args.batch_tokens)
-            output.write(vectors, [r.id for r in chunk])
-            truncated += cut
-            total += len(chunk)
-            if bar is not None:
-                bar.update(len(chunk))
+        done = embed_into(
+            embedder, rows, output,
+            VectorOptions(normalize=args.normalize, prefix=prefix, prompt_name=args.prompt_name,
+                          truncate=not args.no_truncate, dimensions=args.dimensions,
+                          precision=args.precision, max_batch_tokens=args.batch_tokens),
+            on_chunk=None if bar is None else bar.update)
         if bar is not None:
             bar.close()
         output.finish(*output_layout(args.dimensions or embedder.dim, args.precision))
-        if truncated:
-            say(args, f"{truncated} of {total} texts were longer than {embedder.max_length} "
-                       "tokens and were truncated (--no-truncate makes that an error)")
+        if done.truncated:
+            say(args, f"{done.truncated} of {done.rows} texts were longer than "
+                       f"{embedder.max_length} tokens and were truncated (--no-truncate makes "
+                       "that an error)")
         return 0
     except BaseException:
         if bar is not None:
@@ -189,32 +174,11 @@ def _check_sparse_options(args: argparse.Namespace, output: VectorWriter) -> Non
     output.sparse = True
 
 
-def _texts_of(source: RowReader) -> Iterator[Row]:
-    """The input's rows; the first malformed one stops the command, naming where it is."""
-    for row in source.rows():
-        if row.error is not None:
-            raise InputError(f"{source.name}{row.where}: {row.error}")
-        yield row
-
-
 def _show_bar(args: argparse.Namespace) -> bool:
     if args.quiet or not sys.stderr.isatty():
         return False
     to_stdout = args.output in (None, "-")
     return not to_stdout or sys.stdout.isatty()
-
-
-def _chunks(items: Iterable[Row], size: int) -> Iterator[list[Row]]:
-    chunk: list[Row] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 
 
 def _version_text() -> str:

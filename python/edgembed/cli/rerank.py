@@ -14,7 +14,7 @@ import sys
 from .._unicode import argv_text
 from ..errors import InputError
 from ..io.readers import RowReader
-from ..io.storage import same_file
+from ..io.storage import same_file, write_text_atomically
 from .options import Usage, add_backend_option, add_format_options, positive_int, say
 from .registry import Command
 
@@ -83,9 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         docs: list[str] = []
         with RowReader(args.input, args.input_format, field=args.field, column=args.column,
                        id_column=args.id_column, encoding_errors=args.errors) as source:
-            for row in source.rows():
-                if row.error is not None:
-                    raise InputError(f"{source.name}{row.where}: {row.error}")
+            for row in source.valid_rows():
                 docs.append(row.text or "")
                 ids.append(row.id)
     else:
@@ -107,23 +105,8 @@ def _run(args: argparse.Namespace) -> int:
         sys.stdout.write("".join(lines))
         sys.stdout.flush()
     else:
-        _write_atomically(args.output, "".join(lines))
+        write_text_atomically(args.output, "".join(lines))
     return 0
-
-
-def _write_atomically(path: str, text: str) -> None:
-    import os
-    import tempfile
-    from pathlib import Path
-
-    from ..io.storage import new_file_mode, output_target
-
-    target = Path(output_target(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, new_file_mode(target))
-    os.replace(tmp, target)
 
 
 RERANK_COMMAND = Command(

@@ -127,6 +127,14 @@ class RowReader:
             return self._csv_rows()
         return self._parquet_rows()
 
+    def valid_rows(self) -> Iterator[Row]:
+        """Every row, in order; the first malformed one raises InputError naming where it is
+        (a command stops there, where a job keeps it as a record)."""
+        for row in self.rows():
+            if row.error is not None:
+                raise InputError(f"{self.name}{row.where}: {row.error}")
+            yield row
+
     # -- line formats ----------------------------------------------------------------------------
 
     def _lines(self) -> Iterator[tuple[int, str | None, str | None]]:

@@ -43,6 +43,7 @@ __all__ = [
     "sync_dir",
     "truncate_durably",
     "write_durably",
+    "write_text_atomically",
 ]
 
 FSSPEC_HINT = "pip install 'edgembed[fsspec]'"
@@ -345,6 +346,20 @@ def new_file_mode(target: Path) -> int:
 
 
 # --- durable local files -----------------------------------------------------------------------
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    """A whole UTF-8 text file at ``path`` (a local path), written to a temporary file beside it
+    and renamed over it: a reader sees the old file or the new one, never a part. The file gets
+    the mode a new file gets (``new_file_mode``)."""
+    import tempfile
+
+    target = Path(output_target(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, new_file_mode(target))
+    os.replace(tmp, target)
 
 
 def write_durably(path: Path, data: bytes) -> None:

@@ -10,6 +10,8 @@ Two front ends share this package::
       chunks     one chunk of rows ─► vectors, ids, malformed-row records (both engines)
       runner     the job from start (or resume) to the atomic rename of OUTPUT
       ray_engine the same chunks computed by Ray Data actors (``--engine ray``)
+      stream     the same chunks in one pass, straight into a writer, no checkpoint
+                 (``embed -i FILE -o FILE``)
 
     POST /v1/batches on ``embed serve``  request lines ─► bulk lane of the batcher ─► output file
       store      SQLite (files, batches, progress, queued webhooks) beside the files

@@ -41,7 +41,7 @@ def digest_rows(rows: Iterable[Row]) -> str:
     return h.hexdigest()
 
 
-def chunks_of(rows: Iterator[Row], size: int) -> Iterator[Chunk]:
+def chunks_of(rows: Iterable[Row], size: int) -> Iterator[Chunk]:
     """Consecutive chunks of ``size`` rows (the last may be shorter)."""
     current: list[Row] = []
     number = 0
