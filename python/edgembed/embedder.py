@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DEFAULT_MODEL", "Embedder", "Precision", "plan_batches"]
+__all__ = ["DEFAULT_MODEL", "Embedder", "Precision", "plan_batches", "task_of"]
 
 _log = logging.getLogger("edgembed")
 
@@ -104,7 +104,7 @@ def plan_batches(
     return batches
 
 
-def _task_of(model: Any) -> str | None:
+def task_of(model: Any) -> str | None:
     """The task of the model ``model`` names, when that is known without pulling it (a
     catalog entry, an exported directory, a local model directory); None otherwise."""
     from .catalog import catalog
@@ -251,7 +251,7 @@ class Embedder(LoadedModel):
             return cls.from_bundle(model)
         choice = choose_backend(backend, variant, cuda=cuda_state(backend),
                                 native=native_state(backend))
-        if variant is None and _task_of(model) == "sparse":
+        if variant is None and task_of(model) == "sparse":
             choice = _sparse_default(choice, str(backend).lower())
         model_dir, manifest = prepare_model(model, choice.variant, progress)
         if variant is None and manifest.task == "sparse" and choice.variant == "int8":

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import env
+
 __all__ = ["SparseEmbedding", "from_dense_rows", "sparse_dot"]
 
 
@@ -53,13 +55,13 @@ class SparseEmbedding:
 
     def to_dense(self) -> Any:
         """The full (dim,) float32 vector: a numpy array, or ``array('f')`` without numpy."""
-        try:
-            import numpy as np
-        except ImportError:
+        if not env.HOST.numpy:
             out = array("f", bytes(4 * self.dim))
             for i, v in zip(self.indices, self.values, strict=True):
                 out[int(i)] = v
             return out
+        import numpy as np
+
         dense = np.zeros(self.dim, np.float32)
         dense[np.asarray(self.indices, np.int64)] = np.asarray(self.values, np.float32)
         return dense

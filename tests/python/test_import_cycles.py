@@ -4,7 +4,8 @@ Every ``import`` statement counts, wherever it stands: at the top of a module, i
 function (where a cycle hides from Python at import time), and under ``TYPE_CHECKING``. The
 graph is read from the source with ``ast``, so the test needs none of the optional
 dependencies. Importing a submodule runs its package's ``__init__`` first, but that is not an
-edge here: it is how packages work, not a dependency one module chose.
+edge here: it is how packages work, not a dependency one module chose. A last test holds what
+crosses modules to public names: no module takes another's ``_private`` name.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+def _from_target(name: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module a ``from … import`` in module ``name`` reads from (relative ones resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = name.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     """The package's modules that ``name`` imports, anywhere in its source."""
     is_package = path.name == "__init__.py"
@@ -34,14 +46,7 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = name.split(".")
-                if not is_package:
-                    base = base[:-1]
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
+            target = _from_target(name, is_package, node)
             # ``from pkg import sub`` imports the module pkg.sub when there is one, else a
             # name defined by pkg itself
             for a in node.names:
@@ -140,3 +145,28 @@ def test_no_import_cycles() -> None:
     if cycles:
         pytest.fail("import cycles (break each by moving what both sides need into a module "
                     "of its own):\n" + "\n".join("  " + " -> ".join(c) for c in cycles))
+
+
+def private_imports() -> list[str]:
+    """``module: from target import _name`` for each private name (not a module) one module of
+    the package takes from another: what crosses modules is public, or it is one module's."""
+    modules = _modules()
+    known = set(modules)
+    found = []
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            target = _from_target(name, is_package, node)
+            if target not in known:
+                continue
+            for a in node.names:
+                private = a.name.startswith("_") and not a.name.startswith("__")
+                if private and f"{target}.{a.name}" not in known:
+                    found.append(f"{name}: from {target} import {a.name}")
+    return found
+
+
+def test_no_private_name_crosses_modules() -> None:
+    assert not private_imports()

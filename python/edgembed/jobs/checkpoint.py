@@ -35,7 +35,7 @@ import numpy.typing as npt
 from ..errors import CheckpointCorrupt, CheckpointMismatch, InputError, JobLocked
 from ..io.storage import sync_dir, write_durably
 
-__all__ = ["FORMAT_VERSION", "JobManifest", "Part", "WorkDir"]
+__all__ = ["FORMAT_VERSION", "JobManifest", "Part", "WorkDir", "arrow_bytes", "iter_parts"]
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -228,7 +228,7 @@ class WorkDir:
         if ids is not None:
             if id_type is not None:
                 files[f"{stem}.ids.arrow"] = self._write(f"{stem}.ids.arrow",
-                                                         _arrow_bytes(ids, id_type))
+                                                         arrow_bytes(ids, id_type))
             else:
                 files[f"{stem}.ids.json"] = self._write(
                     f"{stem}.ids.json", json.dumps(list(ids), default=str).encode())
@@ -283,7 +283,7 @@ def _npy_bytes(vectors: npt.NDArray[Any]) -> bytes:
     return buf.getvalue()
 
 
-def _arrow_bytes(ids: Sequence[Any], id_type: Any) -> bytes:
+def arrow_bytes(ids: Sequence[Any], id_type: Any) -> bytes:
     import pyarrow as pa
 
     table = pa.table({"id": pa.array(list(ids), type=id_type)})

@@ -33,7 +33,7 @@ from ..errors import JobError
 from ..io.progress import ProgressBar
 from ..io.readers import RowReader
 from ..io.storage import Location
-from .checkpoint import JobManifest, Part, WorkDir, _arrow_bytes
+from .checkpoint import JobManifest, Part, WorkDir, arrow_bytes
 from .chunks import digest_rows, embed_rows
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class ChunkEmbedder:
             out["digest"].append(digest_rows(rows))
             out["npy"].append(buf.getvalue())
             out["ids"].append(b"" if ids is None else
-                              _arrow_bytes(ids, self.reader.id_type) if self.reader.id_type
+                              arrow_bytes(ids, self.reader.id_type) if self.reader.id_type
                               is not None else json.dumps(ids, default=str).encode())
             out["errors"].append(json.dumps(errors, ensure_ascii=False))
         return {k: np.array(v, dtype=object) for k, v in out.items()}

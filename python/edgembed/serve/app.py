@@ -55,19 +55,19 @@ from .schemas import (
 )
 from .settings import ServeSettings
 from .shared import (
-    _DESCRIPTIONS,
-    _EMBED_STATUSES,
     DEADLINE_HEADER,
+    DESCRIPTIONS,
+    EMBED_STATUSES,
     PRIORITY_HEADER,
     WAITING_BATCHES,
     Deadline,
     Priority,
     ServerState,
-    _dumps,
-    _json_response,
-    _openai_errors,
-    _with_retry_after,
+    compact_json,
     embed_texts,
+    json_response,
+    openai_errors,
+    with_retry_after,
 )
 
 __all__ = ["DEADLINE_HEADER", "PRIORITY_HEADER", "ServerState", "create_app"]
@@ -161,7 +161,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
 def _install_routes(app: FastAPI, state: ServerState) -> None:
     model, settings, metrics = state.model, state.settings, state.metrics
 
-    openai_post = _with_retry_after(_openai_errors(404, *_EMBED_STATUSES))
+    openai_post = with_retry_after(openai_errors(404, *EMBED_STATUSES))
     openai_post[200] = {"model": EmbeddingResponse, "description": "One embedding per input."}
 
     @app.post("/v1/embeddings", tags=["OpenAI"], summary="Create embeddings (OpenAI API)",
@@ -191,10 +191,10 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
             data = [{"object": "embedding", "index": i,
                      "embedding": encode_base64(v) if b64 else v.tolist()}
                     for i, v in enumerate(vectors)]
-            return _dumps({"object": "list", "data": data, "model": model.name,
+            return compact_json({"object": "list", "data": data, "model": model.name,
                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-        return await _json_response(render, vectors.size)
+        return await json_response(render, vectors.size)
 
     from .tei import install_tei_routes
 
@@ -207,7 +207,7 @@ def _install_routes(app: FastAPI, state: ServerState) -> None:
                                for n in sorted(state.names, key=lambda n: (n != model.name, n))])
 
     @app.get("/v1/models/{model_id}", tags=["OpenAI"], summary="Describe the served model",
-             response_model=ModelObject, responses=_openai_errors(404))
+             response_model=ModelObject, responses=openai_errors(404))
     async def get_model(model_id: str) -> ModelObject:
         if model_id not in state.names:
             raise ModelNotFound(f"the model {model_id!r} is not served here; this server serves "
@@ -426,7 +426,7 @@ def _document_configuration(doc: dict[str, Any], state: ServerState) -> None:
                 operation["security"] = [{"bearerAuth": []}]
                 family = OpenAIErrorResponse if family_of(path) == "openai" else TEIErrorResponse
                 operation["responses"]["401"] = {
-                    "description": _DESCRIPTIONS[401],
+                    "description": DESCRIPTIONS[401],
                     "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
                     "content": {"application/json": {
                         "schema": {"$ref": f"#/components/schemas/{family.__name__}"}}},

@@ -59,11 +59,11 @@ from .shared import (
     Deadline,
     Priority,
     ServerState,
-    _dumps,
-    _json_response,
-    _openai_errors,
-    _tei_errors,
-    _with_retry_after,
+    compact_json,
+    json_response,
+    openai_errors,
+    tei_errors,
+    with_retry_after,
 )
 
 __all__ = ["ServedHead", "install_heads", "placeholder_model"]
@@ -402,7 +402,7 @@ def _install_rerank(app: FastAPI, state: ServerState, rerankers: list[ServedHead
             if body.return_documents:
                 item["document"] = {"text": docs[i]}
             results.append(item)
-        return Response(_dumps({
+        return Response(compact_json({
             "id": str(uuid.uuid4()), "model": head.name, "results": results,
             "usage": {"total_tokens": tokens},
             "meta": {"api_version": {"version": "2"},
@@ -422,9 +422,9 @@ def _install_rerank(app: FastAPI, state: ServerState, rerankers: list[ServedHead
             if body.return_text:
                 item["text"] = body.texts[i]
             out.append(item)
-        return await _json_response(lambda: _dumps(out), len(out))
+        return await json_response(lambda: compact_json(out), len(out))
 
-    cohere_doc = _with_retry_after(_openai_errors(404, *_STATUSES))
+    cohere_doc = with_retry_after(openai_errors(404, *_STATUSES))
     cohere_doc[200] = {"model": CohereRerankResponse,
                        "description": "The documents, best first."}
 
@@ -434,7 +434,7 @@ def _install_rerank(app: FastAPI, state: ServerState, rerankers: list[ServedHead
                         deadline: Deadline = None) -> Response:
         return await cohere(request, body, priority, deadline, time.perf_counter())
 
-    either = _with_retry_after(_tei_errors(404, *_STATUSES))
+    either = with_retry_after(tei_errors(404, *_STATUSES))
     either[200] = {"model": list[TEIRank] | CohereRerankResponse,
                    "description": "TEI's list of {index, score} for `texts`, or Cohere's "
                                   "object for `documents`; best first."}
@@ -455,7 +455,7 @@ def _install_rerank(app: FastAPI, state: ServerState, rerankers: list[ServedHead
         return await tei(request, _validate(TEIRerankRequest, body), priority, deadline,
                          started)
 
-    predict_doc = _with_retry_after(_tei_errors(*_STATUSES))
+    predict_doc = with_retry_after(tei_errors(*_STATUSES))
     predict_doc[200] = {"model": list[Prediction] | list[list[Prediction]],
                         "description": "Every label with its score, best first; a list per "
                                        "input for a list of inputs."}
@@ -479,7 +479,7 @@ def _install_rerank(app: FastAPI, state: ServerState, rerankers: list[ServedHead
                 for j in sorted(range(len(row)), key=lambda j: (-float(row[j]), j))]
                for row in scores]
         state.metrics.embedded(len(items), tokens)
-        return await _json_response(lambda: _dumps(out[0] if single else out), logits.size)
+        return await json_response(lambda: compact_json(out[0] if single else out), logits.size)
 
 
 def _predict_inputs(inputs: str | list[str | list[str]]) -> tuple[bool, list[Any]]:
@@ -514,7 +514,7 @@ def _tei_activation(logits: Any) -> Any:
 
 def _install_sparse(app: FastAPI, state: ServerState, head: ServedHead) -> None:
     settings = state.settings
-    doc = _with_retry_after(_tei_errors(*_STATUSES))
+    doc = with_retry_after(tei_errors(*_STATUSES))
     doc[200] = {"model": list[list[SparseValue]],
                 "description": "Each input's nonzero vocabulary entries, ids ascending."}
 
@@ -538,7 +538,7 @@ def _install_sparse(app: FastAPI, state: ServerState, head: ServedHead) -> None:
         vectors, tokens = await head.run(request, items, truncate=truncate, priority=priority,
                                          deadline_ms=deadline, started=started)
         state.metrics.embedded(len(items), tokens)
-        return await _json_response(lambda: _dumps([v.to_tei() for v in vectors]),
+        return await json_response(lambda: compact_json([v.to_tei() for v in vectors]),
                                     sum(len(v) for v in vectors))
 
 
@@ -551,12 +551,12 @@ def load_models(models: Sequence[str], rerankers: Sequence[str], **load: Any
     else the first other model), the models served beside it, and every loaded model (for the
     startup line). ``load``: ``variant``, ``backend``, ``threads``. One dense embedding model
     per server."""
-    from ..embedder import Embedder, _task_of
+    from ..embedder import Embedder, task_of
     from ..reranker import Reranker
 
     loaded: list[Any] = []
     for name in models:
-        if _task_of(name) == "rerank":
+        if task_of(name) == "rerank":
             loaded.append(Reranker.load(name, **load))
             continue
         try:

@@ -93,15 +93,15 @@ class ServerState:
 Responses = dict[int | str, dict[str, Any]]
 
 
-def _openai_errors(*statuses: int) -> Responses:
-    return {s: {"model": OpenAIErrorResponse, "description": _DESCRIPTIONS[s]} for s in statuses}
+def openai_errors(*statuses: int) -> Responses:
+    return {s: {"model": OpenAIErrorResponse, "description": DESCRIPTIONS[s]} for s in statuses}
 
 
-def _tei_errors(*statuses: int) -> Responses:
-    return {s: {"model": TEIErrorResponse, "description": _DESCRIPTIONS[s]} for s in statuses}
+def tei_errors(*statuses: int) -> Responses:
+    return {s: {"model": TEIErrorResponse, "description": DESCRIPTIONS[s]} for s in statuses}
 
 
-_DESCRIPTIONS = {
+DESCRIPTIONS = {
     400: "The body is not valid JSON.",
     401: "Missing or unknown API key.",
     404: "The requested model is not served here.",
@@ -115,10 +115,10 @@ _DESCRIPTIONS = {
 }
 _RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before retrying.",
                                 "schema": {"type": "string"}}}
-_EMBED_STATUSES = (400, 413, 415, 422, 429, 503, 504)
+EMBED_STATUSES = (400, 413, 415, 422, 429, 503, 504)
 
 
-def _with_retry_after(responses: Responses) -> Responses:
+def with_retry_after(responses: Responses) -> Responses:
     for status in (429, 503):
         if status in responses:
             responses[status] = {**responses[status], "headers": _RETRY_AFTER}
@@ -164,11 +164,11 @@ async def embed_texts(
     return vectors, tokens
 
 
-def _dumps(payload: Any) -> bytes:
+def compact_json(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
 
 
-async def _json_response(render: Callable[[], bytes], n_values: int) -> Response:
+async def json_response(render: Callable[[], bytes], n_values: int) -> Response:
     """A JSON response; large ones are rendered in a worker thread, off the event loop."""
     body = render() if n_values <= INLINE_VALUES else await asyncio.to_thread(render)
     return Response(body, media_type="application/json")

@@ -46,14 +46,15 @@ from .schemas import (
     TokenizeResponse,
 )
 from .shared import (
+    EMBED_STATUSES,
     Deadline,
     Priority,
     ServerState,
-    _dumps,
-    _json_response,
-    _tei_errors,
-    _with_retry_after,
+    compact_json,
     embed_texts,
+    json_response,
+    tei_errors,
+    with_retry_after,
 )
 
 __all__ = ["EMBED_ALL_BATCHES", "TEI_ROUTES", "install_tei_routes"]
@@ -63,7 +64,6 @@ TEI_ROUTES = ("/embed", "/", "/invocations", "/similarity", "/embed_all", "/toke
 # /embed_all answers one vector per token: a request may hold at most this many batches'
 # worth of tokens (2,048 tokens per batch on a CPU: 16,384 tokens, 6.3 M values for MiniLM).
 EMBED_ALL_BATCHES = 8
-_EMBED_STATUSES = (400, 413, 415, 422, 429, 503, 504)
 
 
 def _texts(inputs: str | list[str]) -> list[str]:
@@ -73,7 +73,7 @@ def _texts(inputs: str | list[str]) -> list[str]:
 def install_tei_routes(app: FastAPI, state: ServerState) -> None:
     """Add the TEI routes to ``app``."""
     model, settings = state.model, state.settings
-    tei_post = _with_retry_after(_tei_errors(*_EMBED_STATUSES))
+    tei_post = with_retry_after(tei_errors(*EMBED_STATUSES))
     tei_post[200] = {"model": EmbedResponse, "description": "One vector per input."}
 
     async def embed(request: Request, body: EmbedRequest, priority: str | None,
@@ -89,7 +89,7 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
             left=body.truncation_direction.lower() == "left",
             priority=priority, deadline_ms=deadline, started=started,
         )
-        return await _json_response(lambda: _dumps(vectors.tolist()), vectors.size)
+        return await json_response(lambda: compact_json(vectors.tolist()), vectors.size)
 
     async def similarity(request: Request, body: SimilarityRequest, priority: str | None,
                          deadline: float | None) -> Response:
@@ -109,7 +109,7 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
         )
         # cosine similarity: the vectors are unit length (a zero vector stays zero: 0)
         scores = (vectors[1:].astype(np.float64) @ vectors[0].astype(np.float64)).tolist()
-        return Response(_dumps(scores), media_type="application/json")
+        return Response(compact_json(scores), media_type="application/json")
 
     @app.post("/embed", tags=["TEI"], summary="Embed texts (Hugging Face TEI API)",
               response_model=None, responses=tei_post)
@@ -117,7 +117,7 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
                         deadline: Deadline = None) -> Response:
         return await embed(request, body, priority, deadline)
 
-    root_post = _with_retry_after(_tei_errors(*_EMBED_STATUSES))
+    root_post = with_retry_after(tei_errors(*EMBED_STATUSES))
     root_post[200] = {"description": "An /embed body gets vectors, a /similarity body scores.",
                       "content": {"application/json": {"schema": {"anyOf": [
                           {"$ref": "#/components/schemas/EmbedResponse"},
@@ -136,7 +136,7 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
                              "`huggingface_hub.InferenceClient` posts here when given the "
                              "server's URL.")(root)
 
-    sim_post = _with_retry_after(_tei_errors(*_EMBED_STATUSES))
+    sim_post = with_retry_after(tei_errors(*EMBED_STATUSES))
     sim_post[200] = {"model": SimilarityResponse,
                      "description": "One cosine similarity per sentence."}
 
@@ -148,7 +148,7 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
 
     states_lock = asyncio.Lock()
     waiting = 0
-    all_post = _with_retry_after(_tei_errors(400, 413, 415, 422, 429, 503))
+    all_post = with_retry_after(tei_errors(400, 413, 415, 422, 429, 503))
     all_post[200] = {"model": EmbedAllResponse,
                      "description": "Per input, one vector per token."}
 
@@ -184,9 +184,9 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
         finally:
             waiting -= 1
         n = sum(int(s.size) for s in states)
-        return await _json_response(lambda: _dumps([s.tolist() for s in states]), n)
+        return await json_response(lambda: compact_json([s.tolist() for s in states]), n)
 
-    tok_post = _tei_errors(400, 413, 415, 422, 503)
+    tok_post = tei_errors(400, 413, 415, 422, 503)
     tok_post[200] = {"model": TokenizeResponse, "description": "Per input, its tokens."}
 
     @app.post("/tokenize", tags=["TEI"], response_model=None, responses=tok_post,
@@ -203,14 +203,14 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
         def run() -> bytes:
             spans = model.spans(texts, add_special_tokens=body.add_special_tokens,
                                 prompt_name=body.prompt_name)
-            return _dumps([_tei_tokens(well_formed(prompt + t), s)
+            return compact_json([_tei_tokens(well_formed(prompt + t), s)
                            for t, s in zip(texts, spans, strict=True)])
 
         chars = sum(len(t) for t in texts)
         data = run() if chars < 4096 else await asyncio.to_thread(run)
         return Response(data, media_type="application/json")
 
-    dec_post = _tei_errors(400, 413, 415, 422, 503)
+    dec_post = tei_errors(400, 413, 415, 422, 503)
     dec_post[200] = {"model": DecodeResponse, "description": "One text per id list."}
 
     @app.post("/decode", tags=["TEI"], response_model=None, responses=dec_post,
@@ -228,7 +228,7 @@ def install_tei_routes(app: FastAPI, state: ServerState) -> None:
                                 f"{settings.max_inputs} per request (--max-inputs)", "ids")
         texts = await asyncio.to_thread(model.decode, seqs,
                                         skip_special_tokens=body.skip_special_tokens)
-        return Response(_dumps(texts), media_type="application/json")
+        return Response(compact_json(texts), media_type="application/json")
 
     @app.get("/info", tags=["TEI"], summary="The served model and the server's limits",
              response_model=Info)
