@@ -11,7 +11,7 @@
  * holds cell j of four consecutive n4k4 groups (16 outputs × 4 k: four 16-byte loads); each lane
  * is one output, so the float epilogue (once per block of 32: the exact sum to float, times
  * s_x·s_w, added to the running sum) is plain lane-wise arithmetic in the reference's order.
- * Tiles are 8 rows × 16 outputs: 8 int32 and 8 float accumulators. Measured on a Zen 4 core:
+ * Tiles are up to 12 rows × 16 outputs: 12 int32 and 12 float accumulators. Measured on a Zen 4 core:
  * 8×16 ran at ~150 G-MAC/s (65 % of vpdpbusd's 234 peak there); 4×32 and 6×32 at 125–145, and
  * building the weights by a 4×4 transpose of 64-byte loads instead of inserts at ~140.
  *
@@ -51,22 +51,24 @@ INLINE AVX512 __m512 scales(const float *s0, size_t sstride, size_t b, const int
 
 /*
  * y[0 .. MR-1][0 .. 4·NG-1] for blocks b0 .. b1-1: from zero (first) or from y (a later chunk of
- * K), plus the bias after the last chunk. xq, xs: the tile's first row; corr: (MR, cb).
+ * K), plus the bias after the last chunk. xq, xs: the tile's first row; corr: (MR, cb). wp: NULL,
+ * or the 16 outputs' weights of blocks b0 .. b1-1 already as weights() makes them, 64 bytes per
+ * cell (packed once per call when several row tiles use them).
  */
 INLINE AVX512 void tile(const int8_t *xq, size_t k, const float *xs, size_t nb, const int32_t *corr, size_t cb,
                         size_t b0, size_t b1, const int8_t *wq, const float *ws, const float *bias, float *y,
-                        size_t ldy, int first, int last, const int MR, const int NG) {
+                        size_t ldy, int first, int last, const int MR, const int NG, const int8_t *wp) {
     const __mmask16 mask = (__mmask16)((1u << (4 * NG)) - 1u);
     size_t gstride = 4 * k, sstride = 4 * nb;
-    __m512 facc[8];
+    __m512 facc[12];
     for (int r = 0; r < MR; r++) {
         facc[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + (size_t)r * ldy);
     }
     for (size_t b = b0; b < b1; b++) {
-        __m512i acc[8];  /* starts at −128·Σx: after the block it holds Σ x·w exactly */
+        __m512i acc[12]; /* starts at −128·Σx: after the block it holds Σ x·w exactly */
         for (int r = 0; r < MR; r++) acc[r] = _mm512_set1_epi32(-corr[(size_t)r * cb + (b - b0)]);
         for (size_t j = b * 8; j < b * 8 + 8; j++) {
-            __m512i w = weights(wq, gstride, j, NG);
+            __m512i w = wp ? _mm512_load_si512((const void *)(wp + (j - b0 * 8) * 64)) : weights(wq, gstride, j, NG);
             for (int r = 0; r < MR; r++) {
                 int32_t x4;
                 __builtin_memcpy(&x4, xq + (size_t)r * k + 4 * j, 4);
@@ -101,12 +103,20 @@ static AVX512 void corrections(const int8_t *xq, size_t k, size_t rows, size_t b
     }
 }
 
+/*
+ * Row tiles: up to 12 rows make one tile (a short text's tokens: each weight vector then feeds
+ * up to 12 vpdpbusd), more are cut into tiles of at most 8 of equal size; with more than one
+ * tile, each 16-output slice of W is built once per call into `packed` (the inserts and the
+ * XOR leave the inner loop) and every row tile loads it whole.
+ */
 static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y,
                                   size_t ldy) {
     size_t k = (size_t)w->k, nb = k / EMB_BLOCK, ng = (size_t)w->n / 4;
     int32_t corr[EMB_GEMM_ROWS * EMB_GEMM_BLOCKS];
+    _Alignas(64) int8_t packed[EMB_GEMM_BLOCKS * 8 * 64];
     for (size_t i0 = 0; i0 < m; i0 += EMB_GEMM_ROWS) {
         size_t rows = m - i0 < EMB_GEMM_ROWS ? m - i0 : EMB_GEMM_ROWS;
+        size_t n_tiles = rows <= 12 ? 1 : (rows + 7) / 8, per = (rows + n_tiles - 1) / n_tiles;
         for (size_t b0 = 0; b0 < nb; b0 += EMB_GEMM_BLOCKS) {
             size_t b1 = nb - b0 < EMB_GEMM_BLOCKS ? nb : b0 + EMB_GEMM_BLOCKS, cb = b1 - b0;
             int first = b0 == 0, last = b1 == nb;
@@ -116,29 +126,34 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
                 const int8_t *wq = w->q + g * 4 * k;
                 const float *ws = w->scale + g * 4 * nb, *bias = w->bias + g * 4;
                 size_t left = ng - g;
+                const int8_t *wp = NULL;
+                if (left >= 4 && n_tiles > 1) {
+                    for (size_t j = b0 * 8; j < b1 * 8; j++) {
+                        _mm512_store_si512((void *)(packed + (j - b0 * 8) * 64), weights(wq, 4 * k, j, 4));
+                    }
+                    wp = packed;
+                }
                 for (size_t i = 0; i < rows;) {
                     const int8_t *xr = xq + (i0 + i) * k;
                     const float *sr = xs + (i0 + i) * nb;
                     const int32_t *cr = corr + i * cb;
                     float *yt = y + (i0 + i) * ldy + g * 4;
-                    size_t mr = rows - i < 8 ? rows - i : 8;
+                    size_t mr = rows - i < per ? rows - i : per;
                     if (left < 4) { /* the last 1-3 groups: one row at a time */
-                        if (left == 3) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 3);
-                        else if (left == 2) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 2);
-                        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 1);
+                        if (left == 3) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 3, NULL);
+                        else if (left == 2) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 2, NULL);
+                        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 1, NULL);
                         i += 1;
                         continue;
                     }
+#define EMB_TILE(R) \
+    case R: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, wp); break;
                     switch (mr) {
-                    case 8: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 8, 4); break;
-                    case 7: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 7, 4); break;
-                    case 6: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 6, 4); break;
-                    case 5: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 5, 4); break;
-                    case 4: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 4, 4); break;
-                    case 3: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 3, 4); break;
-                    case 2: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 2, 4); break;
-                    default: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 4); break;
+                    EMB_TILE(12) EMB_TILE(11) EMB_TILE(10) EMB_TILE(9) EMB_TILE(8) EMB_TILE(7)
+                    EMB_TILE(6) EMB_TILE(5) EMB_TILE(4) EMB_TILE(3) EMB_TILE(2)
+                    default: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 4, wp); break;
                     }
+#undef EMB_TILE
                     i += mr;
                 }
             }
