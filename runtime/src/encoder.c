@@ -41,6 +41,9 @@
 
 #define EMB_COLUMN_SPLIT_ROWS 8  /* per worker: below this many rows each, split columns */
 #define EMB_COLUMN_SLICE 64      /* outputs per column task: whole zmm tiles and int8 blocks */
+#define EMB_GROUPS_PER_WORKER 4  /* sequence groups: tasks per worker, so that a late one costs little */
+#define EMB_GROUP_MIN_ROWS 64    /* and rows per group at least, so that its GEMMs have full panels */
+#define EMB_MAX_GROUPS 256
 
 typedef struct job {
     emb_context *ctx;
@@ -61,6 +64,9 @@ typedef struct job {
     size_t ldy;
     int ffn_up;               /* an MLP's up linear: activation and quantization of the slice into hq/hs */
     int after_ffn;            /* task_norm: 0 after the attention output, 1 after the FFN */
+    /* sequence groups: group t is sequences group[t] .. group[t+1]-1, every layer in one task */
+    size_t n_groups;
+    size_t group[EMB_MAX_GROUPS + 1];
 } job;
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
@@ -251,24 +257,36 @@ static float *worker_hidden(const job *jb, int worker) {
     return jb->ctx->hidden + (size_t)worker * jb->ctx->panel_rows * width;
 }
 
-static void task_embed_norm(void *arg, size_t t, int worker) {
-    const job *jb = arg;
+/* The embeddings' norm and layer 0's attention input for rows r0 .. r1-1. */
+static void embed_norm_rows(const job *jb, size_t r0, size_t r1, int worker) {
     const emb_config *cf = jb->cf;
     emb_context *ctx = jb->ctx;
-    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p, r0, r1 = task_rows(jb, t, &r0);
+    size_t c = (size_t)cf->dim, cp = (size_t)cf->dim_p;
     jb->k->layernorm(ctx->x + r0 * cp, NULL, r1 - r0, c, cp, jb->w->norm_w, jb->w->norm_b, cf->eps);
     attention_input(jb, jb->L, ctx->x + r0 * cp, r1 - r0, worker_hidden(jb, worker), qat(jb, ctx->xq, r0 * cp),
                     ctx->xs + r0 * (cp / EMB_BLOCK));
 }
 
-static void task_qkv(void *arg, size_t t, int worker) {
+static void task_embed_norm(void *arg, size_t t, int worker) {
     const job *jb = arg;
+    size_t r0, r1 = task_rows(jb, t, &r0);
+    embed_norm_rows(jb, r0, r1, worker);
+}
+
+/* The QKV projection of rows r0 .. r1-1 (and their rotary positions). */
+static void qkv_rows(const job *jb, size_t r0, size_t r1) {
     emb_context *ctx = jb->ctx;
-    size_t cp = (size_t)jb->cf->dim_p, ld = (size_t)jb->cf->qkv_n, r0, r1 = task_rows(jb, t, &r0);
-    (void)worker;
+    size_t cp = (size_t)jb->cf->dim_p, ld = (size_t)jb->cf->qkv_n;
     linear(jb, qat(jb, ctx->xq, r0 * cp), ctx->xs + r0 * (cp / EMB_BLOCK), r1 - r0, &jb->L->qkv, ctx->qkv + r0 * ld,
            ld);
     if (jb->L->rot_cos) rotate_rows(jb, r0, r1);
+}
+
+static void task_qkv(void *arg, size_t t, int worker) {
+    const job *jb = arg;
+    size_t r0, r1 = task_rows(jb, t, &r0);
+    (void)worker;
+    qkv_rows(jb, r0, r1);
 }
 
 static void task_rotary(void *arg, size_t t, int worker) {
@@ -278,13 +296,11 @@ static void task_rotary(void *arg, size_t t, int worker) {
     rotate_rows(jb, r0, r1);
 }
 
-static void task_attention(void *arg, size_t t, int worker) {
-    const job *jb = arg;
+/* Heads h0 .. h1-1 of sequence s. */
+static void attention_heads(const job *jb, size_t s, size_t h0, size_t h1, int worker) {
     emb_context *ctx = jb->ctx;
     const emb_config *cf = jb->cf;
     size_t heads = (size_t)cf->n_heads, cp = (size_t)cf->dim_p, ld = (size_t)cf->qkv_n;
-    size_t s = jb->split_heads ? t / heads : t;
-    size_t h0 = jb->split_heads ? t % heads : 0, h1 = jb->split_heads ? h0 + 1 : heads;
     size_t off = (size_t)ctx->starts[s], n = (size_t)ctx->starts[s + 1] - off;
     emb_attention_args a = {ctx->qkv + off * ld, ld, ctx->attn + off * cp, cp, n, (size_t)cf->dim, heads,
                             jb->w->rel, jb->w->rel_ld, (size_t)cf->max_length - 1,
@@ -294,14 +310,20 @@ static void task_attention(void *arg, size_t t, int worker) {
     else jb->k->attention(&a, h0, h1, scratch);
 }
 
-/* The layer's rest on one panel of rows, with the worker's own buffers. */
-static void task_ffn(void *arg, size_t t, int worker) {
+static void task_attention(void *arg, size_t t, int worker) {
     const job *jb = arg;
+    size_t heads = (size_t)jb->cf->n_heads;
+    if (jb->split_heads) attention_heads(jb, t / heads, t % heads, t % heads + 1, worker);
+    else attention_heads(jb, t, 0, heads, worker);
+}
+
+/* The layer's rest on the panel of rows r0 .. r0+m-1, with the worker's own buffers. */
+static void ffn_rows(const job *jb, size_t r0, size_t m, int worker) {
     emb_context *ctx = jb->ctx;
     const emb_config *cf = jb->cf;
     const emb_layer *L = jb->L;
     size_t cp = (size_t)cf->dim_p, fp = (size_t)cf->ffn_p, un = (size_t)cf->up_n;
-    size_t r0, m = task_rows(jb, t, &r0) - r0, wr = (size_t)worker * ctx->panel_rows;
+    size_t wr = (size_t)worker * ctx->panel_rows;
     float *panel = ctx->panel + wr * (cp > un ? cp : un);
     float *tmp = worker_hidden(jb, worker);
     void *hq = qat(jb, ctx->hq, wr * fp);
@@ -316,6 +338,55 @@ static void task_ffn(void *arg, size_t t, int worker) {
     ffn_hidden(jb, panel, m, tmp, hq, hs);
     linear(jb, hq, hs, m, &L->down, panel, cp);
     after_ffn(jb, x, panel, m, tmp, xq, xs);
+}
+
+static void task_ffn(void *arg, size_t t, int worker) {
+    const job *jb = arg;
+    size_t r0, r1 = task_rows(jb, t, &r0);
+    ffn_rows(jb, r0, r1 - r0, worker);
+}
+
+/*
+ * Group split: every layer of sequence group t in one task. Sequences never look at each other,
+ * so a group needs no other task's results, and the call has one join instead of three per
+ * layer: a worker that loses its core holds up one group, not every layer. The group's rows run
+ * in equal panels of at most R rows, as the row split's.
+ */
+static void task_group(void *arg, size_t t, int worker) {
+    job jb = *(const job *)arg;  /* this task's own layer pointers */
+    const emb_context *ctx = jb.ctx;
+    size_t s0 = jb.group[t], s1 = jb.group[t + 1], heads = (size_t)jb.cf->n_heads;
+    size_t r0 = (size_t)ctx->starts[s0], r1 = (size_t)ctx->starts[s1], m = r1 - r0;
+    size_t panels = (m + ctx->panel_rows - 1) / ctx->panel_rows, rows = (m + panels - 1) / panels;
+    jb.L = &jb.w->layers[0];
+    for (size_t r = r0; r < r1; r += rows) embed_norm_rows(&jb, r, min_size(r1, r + rows), worker);
+    for (int32_t l = 0; l < jb.cf->n_layers; l++) {
+        jb.L = &jb.w->layers[l];
+        jb.next = l + 1 < jb.cf->n_layers ? &jb.w->layers[l + 1] : NULL;
+        for (size_t r = r0; r < r1; r += rows) qkv_rows(&jb, r, min_size(r1, r + rows));
+        for (size_t q = s0; q < s1; q++) attention_heads(&jb, q, 0, heads, worker);
+        for (size_t r = r0; r < r1; r += rows) ffn_rows(&jb, r, min_size(r1, r + rows) - r, worker);
+    }
+}
+
+/* Cuts the sequences into groups of at least max(T / (G·W), EMB_GROUP_MIN_ROWS) rows, in order;
+   returns 1 when they make enough groups, each small enough, to keep W workers busy. */
+static int plan_groups(job *jb, const int32_t *lengths, size_t workers) {
+    size_t total = jb->total, want = EMB_GROUPS_PER_WORKER * workers;
+    size_t target = (total + want - 1) / want, rows = 0, biggest = 0;
+    if (target < EMB_GROUP_MIN_ROWS) target = EMB_GROUP_MIN_ROWS;
+    jb->n_groups = 0;
+    jb->group[0] = 0;
+    for (size_t s = 0; s < jb->n_seqs; s++) {
+        rows += (size_t)lengths[s];
+        if (rows >= target || s + 1 == jb->n_seqs) {
+            if (jb->n_groups == EMB_MAX_GROUPS) return 0;
+            jb->group[++jb->n_groups] = s + 1;
+            if (rows > biggest) biggest = rows;
+            rows = 0;
+        }
+    }
+    return jb->n_groups >= 2 * workers && biggest * 2 * workers <= total;
 }
 
 /* Column split: slice t of a linear layer over all T rows. */
@@ -411,6 +482,10 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
     size_t n_attention = jb.split_heads ? n_seqs * heads : n_seqs;
 
     embed(ctx, ids, type_ids, lengths, n_seqs);
+    if (workers > 1 && !columns && plan_groups(&jb, lengths, workers)) {
+        emb_threads_run(ctx->threads, jb.n_groups, task_group, &jb);
+        return;
+    }
     jb.L = &w->layers[0];
     emb_threads_run(ctx->threads, n_tasks, task_embed_norm, &jb);
 

@@ -668,6 +668,9 @@ static void test_tiny_model(void) {
     CHECK(emb_model_get_meta(m, "nope", &len) == NULL, "meta absent");
 
     check_batch_invariance(m, 12, 8, 40, "tiny");
+    /* enough tokens (~800) for 2-4 threads to run every layer of a group of sequences per task
+       (encoder.c, the group split) */
+    check_batch_invariance(m, 160, 8, 3, "tiny, sequence groups");
 
     emb_context *ctx = NULL;
     CHECK(emb_context_init(&ctx, m, 0) == EMB_STATUS_INVALID_ARGUMENT, "0 tokens");
