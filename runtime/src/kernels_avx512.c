@@ -57,7 +57,8 @@ INLINE AVX512 __m512 scales(const float *s0, size_t sstride, size_t b, const int
  */
 INLINE AVX512 void tile(const int8_t *xq, size_t k, const float *xs, size_t nb, const int32_t *corr, size_t cb,
                         size_t b0, size_t b1, const int8_t *wq, const float *ws, const float *bias, float *y,
-                        size_t ldy, int first, int last, const int MR, const int NG, const int8_t *wp) {
+                        size_t ldy, int first, int last, const int MR, const int NG, const int8_t *wp,
+                        const int PACKED) {
     const __mmask16 mask = (__mmask16)((1u << (4 * NG)) - 1u);
     size_t gstride = 4 * k, sstride = 4 * nb;
     __m512 facc[12];
@@ -68,7 +69,7 @@ INLINE AVX512 void tile(const int8_t *xq, size_t k, const float *xs, size_t nb, 
         __m512i acc[12]; /* starts at −128·Σx: after the block it holds Σ x·w exactly */
         for (int r = 0; r < MR; r++) acc[r] = _mm512_set1_epi32(-corr[(size_t)r * cb + (b - b0)]);
         for (size_t j = b * 8; j < b * 8 + 8; j++) {
-            __m512i w = wp ? _mm512_load_si512((const void *)(wp + (j - b0 * 8) * 64)) : weights(wq, gstride, j, NG);
+            __m512i w = PACKED ? _mm512_load_si512((const void *)(wp + (j - b0 * 8) * 64)) : weights(wq, gstride, j, NG);
             for (int r = 0; r < MR; r++) {
                 int32_t x4;
                 __builtin_memcpy(&x4, xq + (size_t)r * k + 4 * j, 4);
@@ -105,9 +106,10 @@ static AVX512 void corrections(const int8_t *xq, size_t k, size_t rows, size_t b
 
 /*
  * Row tiles: up to 12 rows make one tile (a short text's tokens: each weight vector then feeds
- * up to 12 vpdpbusd), more are cut into tiles of at most 8 of equal size; with more than one
- * tile, each 16-output slice of W is built once per call into `packed` (the inserts and the
- * XOR leave the inner loop) and every row tile loads it whole.
+ * up to 12 vpdpbusd), more are cut into tiles of at most 8 of equal size; with three tiles or
+ * more, each 16-output slice of W is built once per call into `packed` (the inserts and the
+ * XOR leave the inner loop) and every row tile loads it whole (for two tiles the copy cost more
+ * than it saved).
  */
 static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y,
                                   size_t ldy) {
@@ -127,7 +129,7 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
                 const float *ws = w->scale + g * 4 * nb, *bias = w->bias + g * 4;
                 size_t left = ng - g;
                 const int8_t *wp = NULL;
-                if (left >= 4 && n_tiles > 1) {
+                if (left >= 4 && n_tiles > 2) {
                     for (size_t j = b0 * 8; j < b1 * 8; j++) {
                         _mm512_store_si512((void *)(packed + (j - b0 * 8) * 64), weights(wq, 4 * k, j, 4));
                     }
@@ -140,18 +142,22 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
                     float *yt = y + (i0 + i) * ldy + g * 4;
                     size_t mr = rows - i < per ? rows - i : per;
                     if (left < 4) { /* the last 1-3 groups: one row at a time */
-                        if (left == 3) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 3, NULL);
-                        else if (left == 2) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 2, NULL);
-                        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 1, NULL);
+                        if (left == 3) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 3, NULL, 0);
+                        else if (left == 2) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 2, NULL, 0);
+                        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 1, NULL, 0);
                         i += 1;
                         continue;
                     }
-#define EMB_TILE(R) \
-    case R: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, wp); break;
+#define EMB_TILE(R)                                                                                     \
+    case R:                                                                                             \
+        if (wp) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, wp, 1);   \
+        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, NULL, 0);    \
+        break;
                     switch (mr) {
                     EMB_TILE(12) EMB_TILE(11) EMB_TILE(10) EMB_TILE(9) EMB_TILE(8) EMB_TILE(7)
                     EMB_TILE(6) EMB_TILE(5) EMB_TILE(4) EMB_TILE(3) EMB_TILE(2)
-                    default: tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 4, wp); break;
+                    default: break;
+                    EMB_TILE(1)
                     }
 #undef EMB_TILE
                     i += mr;
