@@ -22,8 +22,11 @@
  * 0: a GEMM writes all its padded outputs (zero weights and bias give +0), LayerNorm and attention
  * write only the real columns, so every quantized row is whole blocks with zero padding.
  *
- * The context's W workers (threads.h) share each step, split one of two ways:
- *   rows     the usual case. Tasks are panels of at most R rows (as many tasks as W needs to
+ * The context's W workers (threads.h) share the work, split one of three ways:
+ *   groups   many sequences (at least 2 groups per worker, none over half a worker's share):
+ *            groups of consecutive sequences of about T / (4·W) tokens (at least 64), each
+ *            task every layer of one group (task_group): one join per call, not three per layer.
+ *   rows     few sequences. Tasks are panels of at most R rows (as many tasks as W needs to
  *            stay busy, of equal size), each running the fused FFN chain above on its panel
  *            with its own buffers; attention tasks are (sequence, head) pairs.
  *   columns  few tokens (T ≤ EMB_COLUMN_SPLIT_ROWS · W): a panel per worker would leave workers
