@@ -71,7 +71,12 @@ takes a batch as it does in the Embedder: calls of at most 2,048 tokens (``max_t
                                               [--peak 234] [--ct2-dir DIR] [--ct2-converter EXE]
                                               [--grid-batches 1,8,32,128] [--grid-lengths 16,64,256]
                                               [--grid-tokens 8192] [--no-grid] [--no-onnx]
-                                              [--workloads] [--quick]
+                                              [--workloads] [--quick] [--baseline-lib SO]
+
+``--baseline-lib`` times another build of the engine (``NativeBackend(library=...)``, e.g. the
+previous commit's ``build/native/libedgembed.so``) on the same bundle as one more native row, in
+the corpus, the grid and the workloads, and prints the corpus ratio: on a shared machine, a
+change is measured against what it replaces under the same load.
 """
 
 from __future__ import annotations
@@ -108,6 +113,7 @@ def mac_counts(config: dict[str, int]) -> tuple[int, int]:
 
 Vectors = npt.NDArray[np.float32]
 CT2 = "CTranslate2 int8"
+BASELINE = "native int8, baseline library"
 
 
 def pipeline(encode: Callable[[list[list[int]]], Vectors],
@@ -229,6 +235,10 @@ def main() -> int:
                          "in less time; the ratio column is then against the native engine)")
     ap.add_argument("--workloads", action="store_true",
                     help="also time the native engines on mixed, 256-token and batch-1 workloads")
+    ap.add_argument("--baseline-lib", type=Path, default=None,
+                    help="another libedgembed.so (say, a build of the previous commit) timed as "
+                         "one more native row on the same bundle, in the same rounds: a change "
+                         "measured against what it replaces under the same load")
     ap.add_argument("--quick", action="store_true",
                     help="native engines and onnxruntime fp32 only (no sentence-transformers, no "
                          "grid)")
@@ -297,13 +307,16 @@ def main() -> int:
             native = NativeBackend(path, threads=threads)
             described = native.describe()
             engines[(name, threads)] = native.encode
+        if args.baseline_lib is not None:
+            engines[(BASELINE, threads)] = NativeBackend(bundle, threads=threads,
+                                                         library=args.baseline_lib).encode
         for name, path in ({} if args.no_onnx else onnx_files).items():
             engines[(name, threads)] = OnnxBackend(path, threads=threads).encode
         if ct2_dir is not None:
             engines[(CT2, threads)] = ct2_encoder(ct2_dir, threads)
 
     # the scaling grid: (engine, threads, batch, length) → seconds per round
-    grid_engines = [k for k in engines if k[0] in (*bundles, CT2)]
+    grid_engines = [k for k in engines if k[0] in (*bundles, BASELINE, CT2)]
     grid: dict[tuple[int, int], list[list[list[int]]]] = {}
     if not args.no_grid:
         for b in (int(x) for x in args.grid_batches.split(",")):
@@ -392,6 +405,11 @@ def main() -> int:
         print("# native int8 / CTranslate2 int8 on the corpus: " + ", ".join(
             f"{med_of[(CT2, t)] / med_of[('native int8', t)]:.2f}× at {t} thread"
             + ("s" if t > 1 else "") for t in thread_counts))
+    if args.baseline_lib is not None:
+        med_of = {k: statistics.median(v) for k, v in times.items()}
+        print(f"# native int8 / the baseline library ({args.baseline_lib}) on the corpus: "
+              + ", ".join(f"{med_of[(BASELINE, t)] / med_of[('native int8', t)]:.2f}× at {t} "
+                          "thread" + ("s" if t > 1 else "") for t in thread_counts))
     if grid:
         print(f"\n# scaling grid: texts per call × tokens per text (no padding), at least "
               f"{args.grid_tokens} tokens per timing, median of {args.rounds} rounds")
@@ -413,7 +431,7 @@ def main() -> int:
                 row.append(f"{ct2_s / native_s:.2f}×")
             print("| " + " | ".join(row) + " |")
     if args.workloads:
-        timed = [k for k in engines if k[0] in bundles or k[0] == "onnxruntime fp32"]
+        timed = [k for k in engines if k[0] in (*bundles, BASELINE, "onnxruntime fp32")]
         print_workloads(workloads(ids), {k: engines[k] for k in timed}, linear_macs,
                         attention_macs, args.rounds, args.peak)
     return 0
@@ -452,7 +470,9 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
                 times.setdefault((load, name, threads), []).append(time.perf_counter() - t0)
     print(f"\n# workloads (encoder calls only, ids given), median of {rounds} interleaved rounds; "
           f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
-    print("| workload | engine | threads | tokens/s | vs onnxruntime fp32 | vs native int8 | "
+    base_name = ("onnxruntime fp32" if any(k[0] == "onnxruntime fp32" for k in engines)
+                 else "native int8")
+    print(f"| workload | engine | threads | tokens/s | vs {base_name} | vs native int8 | "
           "G-MAC/s | of int8 peak |")
     print("|---|---|---|---|---|---|---|---|")
     for load, calls in loads.items():
@@ -461,7 +481,9 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
         macs = n_tokens * linear_macs + attention_macs * sum(len(s) ** 2 for s in seqs)
         for (name, threads) in engines:
             med = statistics.median(times[(load, name, threads)])
-            base = statistics.median(times[(load, "onnxruntime fp32", threads)])
+            base_key = (load, "onnxruntime fp32", threads)
+            base = statistics.median(times[base_key if base_key in times else
+                                           (load, "native int8", threads)])
             f32 = statistics.median(times[(load, "native int8", threads)])
             print(f"| {load} ({len(seqs)} texts, {n_tokens:,} tokens) | {name} | {threads} | "
                   f"{n_tokens / med:,.0f} | {base / med:.2f}× | {f32 / med:.2f}× | "
