@@ -27,9 +27,10 @@ import numpy.typing as npt
 import pytest
 
 from edgembed._tokenize import load_tokenizer, prompt_length
-from edgembed.backends.native import NativeBackend, native_available
+from edgembed.backends.native import NativeBackend
 from edgembed.export.bundle import write_bundle
 from edgembed.model_dir import ModelDescription, read_model_dir
+from tiny_builds import by_name, need_native, prompt_of
 from tiny_models import cosines, model_dir, names, reference, texts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,12 +65,6 @@ MEASURED = {
 ONNX_INT8_MIN_COSINE = 0.9999  # engine vs the ONNX int8 variant (measured ≥ 0.99996)
 
 
-def _native() -> None:
-    ok, why = native_available()
-    if not ok:
-        pytest.skip(why)
-
-
 class Bundled:
     """One tiny model as an engine bundle, its description and Hugging Face tokenizer."""
 
@@ -82,10 +77,7 @@ class Bundled:
                                   lowercase=self.desc.do_lower_case)
 
     def prompt(self, set_name: str) -> str:
-        d = self.desc
-        prompt_name = {"default": d.default_prompt_name, "query": d.query_prompt_name,
-                       "document": d.document_prompt_name}[set_name]
-        return d.prompts[prompt_name] if prompt_name else ""
+        return prompt_of(self.desc, set_name)
 
     def skip(self, prompt: str) -> int:
         """Leading prompt tokens the pooling leaves out (sentence-transformers' count)."""
@@ -103,17 +95,7 @@ class Bundled:
         return np.asarray(out, dtype=np.float32)
 
 
-@pytest.fixture(scope="module")
-def bundled(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Bundled]:
-    root = tmp_path_factory.mktemp("tiny-emb")
-    cache: dict[str, Bundled] = {}
-
-    def get(name: str) -> Bundled:
-        if name not in cache:
-            cache[name] = Bundled(name, root)
-        return cache[name]
-
-    return get
+bundled = by_name(Bundled, "tiny-emb")
 
 
 def test_every_model_has_a_measured_bound() -> None:
@@ -127,7 +109,7 @@ def test_engine_matches_sentence_transformers(bundled: Callable[[str], Bundled],
     texts truncated at max_seq_length), and its int8 vectors are within the measured bound of
     sentence-transformers' fp32 ones for every reference set (plain, query and document
     prompts, pooled with or without the prompt)."""
-    _native()
+    need_native()
     m = bundled(name)
     ref = reference(name)
     be = NativeBackend(m.path, threads=2)
@@ -154,7 +136,7 @@ def test_engine_agrees_with_the_onnx_int8_variant(bundled: Callable[[str], Bundl
     """The same int8 scheme (block-32 weights and activations, short last blocks) computed by
     onnxruntime on the exporter's int8 graph: the two implementations agree far closer than
     either does with fp32."""
-    _native()
+    need_native()
     onnx = pytest.importorskip("onnx")
     from edgembed.backends.onnx import OnnxBackend
     from edgembed.export.variants import Variant, build_variant
@@ -181,7 +163,7 @@ def test_same_bits_alone_batched_and_in_wasm(bundled: Callable[[str], Bundled],
                                              name: str) -> None:
     """A text's vector has the same bits alone or in any batch, on any kernel set, natively
     and in both wasm builds (wasmtime), long texts (ModernBERT to 8,192 tokens) included."""
-    _native()
+    need_native()
     m = bundled(name)
     be = NativeBackend(m.path, threads=2)
     prompt = m.prompt("query") if "query" in reference(name).sets else ""
@@ -214,7 +196,7 @@ def test_same_bits_alone_batched_and_in_wasm(bundled: Callable[[str], Bundled],
 def test_embedder_on_the_engine(name: str, fresh_home: Path) -> None:
     """``Embedder`` with backend 'native' on a model that pools without its prompt (and one
     that pools with it): embed_query / embed_document give sentence-transformers' vectors."""
-    _native()
+    need_native()
     from edgembed import Embedder
 
     ref = reference(name)

@@ -33,6 +33,7 @@ from edgembed.backends.native import NativeBackend, native_available
 from edgembed.export.bundle import write_bundle
 from edgembed.export.validate import query_document_dots, spearman, top_k_overlap
 from edgembed.model_dir import ModelDescription, Task, read_model_dir
+from tiny_builds import by_name
 from tiny_models import FIXTURES, head_reference, model_dir, names, texts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,17 +124,7 @@ class Bundled:
         return out
 
 
-@pytest.fixture(scope="module")
-def bundled(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Bundled]:
-    root = tmp_path_factory.mktemp("tiny-heads-emb")
-    cache: dict[str, Bundled] = {}
-
-    def get(name: str) -> Bundled:
-        if name not in cache:
-            cache[name] = Bundled(name, root)
-        return cache[name]
-
-    return get
+bundled = by_name(Bundled, "tiny-heads-emb")
 
 
 def test_every_head_model_has_a_measured_bound() -> None:

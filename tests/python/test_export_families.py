@@ -16,16 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
 from edgembed._tokenize import load_tokenizer, prompt_length
-from edgembed.backends.onnx import OnnxBackend
 from edgembed.errors import UnsupportedArchitecture
 from edgembed.export.graph import GraphBuilder, build_encoder_graph, emit_activation
-from edgembed.export.variants import Variant, build_variant
-from edgembed.model_dir import Activation, ModelDescription, load_weights, read_model_dir
+from edgembed.export.variants import Variant
+from edgembed.model_dir import Activation, ModelDescription, read_model_dir
+from tiny_builds import ExportedModel, by_name, prompt_of
 from tiny_models import cosines, model_dir, names, reference, texts
 
 # Measured on these random-weight models (tests/fixtures/models/README.md has the table): they
@@ -41,34 +40,16 @@ NORM_TOLERANCE = 1e-4  # |‖ours‖ / ‖sentence-transformers‖ - 1|
 INVARIANCE_MIN_COSINE = 0.999999  # a text alone vs inside length-sorted batches of 16
 
 
-class Exported:
+class Exported(ExportedModel):
     """One model's description, tokenizer and exported variants (built once per module)."""
 
     def __init__(self, name: str, root: Path) -> None:
-        self.name = name
-        self.desc = read_model_dir(model_dir(name))
-        self.weights = load_weights(self.desc)
+        super().__init__(name, root)
         self.tok = load_tokenizer(self.desc.source_dir, self.desc.max_seq_length,
                                   lowercase=self.desc.do_lower_case)
-        self.root = root
-        self._backends: dict[Variant, OnnxBackend] = {}
-
-    def backend(self, variant: Variant) -> OnnxBackend:
-        if variant not in self._backends:
-            model = build_variant(variant, self.desc, self.weights)
-            onnx.checker.check_model(model)
-            path = self.root / f"{self.name}.{variant.value}.onnx"
-            onnx.save(model, str(path))
-            self._backends[variant] = OnnxBackend(path, threads=1)
-        return self._backends[variant]
 
     def prompt(self, set_name: str) -> str:
-        d = self.desc
-        prompt_name = {"default": d.default_prompt_name, "query": d.query_prompt_name,
-                       "document": d.document_prompt_name}[set_name]
-        if prompt_name is None:  # embed_query / embed_document never fall back to the default
-            return ""
-        return d.prompts[prompt_name]
+        return prompt_of(self.desc, set_name)
 
     def encode(self, variant: Variant, items: list[str], *, prompt: str = "",
                batch: int = 1) -> npt.NDArray[np.float32]:
@@ -88,17 +69,7 @@ class Exported:
         return out
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Exported]:
-    root = tmp_path_factory.mktemp("tiny-onnx")
-    cache: dict[str, Exported] = {}
-
-    def get(name: str) -> Exported:
-        if name not in cache:
-            cache[name] = Exported(name, root)
-        return cache[name]
-
-    return get
+exported = by_name(Exported, "tiny-onnx")
 
 
 @pytest.mark.parametrize("name", names())

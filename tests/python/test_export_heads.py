@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import onnx
 import pytest
 
-from edgembed._tokenize import HFPairTokenizer, load_tokenizer
-from edgembed.backends.onnx import OnnxBackend
 from edgembed.export.validate import query_document_dots, spearman, top_k_overlap
-from edgembed.export.variants import Variant, build_variant
-from edgembed.model_dir import Task, load_weights, read_model_dir
-from tiny_models import head_reference, model_dir, names, texts
+from edgembed.export.variants import Variant
+from edgembed.model_dir import Task
+from tiny_builds import ExportedModel, by_name, head_inputs
+from tiny_models import head_reference, names, texts
 
 FP32_ABS = 2e-5  # |logit or value - sentence-transformers'|, relative to the largest (>= 1)
 INVARIANT_ABS = 1e-5  # alone vs inside length-sorted batches of 16, same scale
@@ -35,38 +34,14 @@ RERANK_INT8_SPEARMAN = 0.997
 SPARSE_INT8 = {"min_overlap": 0.85, "mean_overlap": 0.95, "spearman": 0.999}
 
 
-def hint(name: str) -> Task | None:
-    return Task.SPARSE if name.endswith("-bare") else None  # as its catalog entry would say
-
-
-class Exported:
-    """One model's description and exported variants (built once per module)."""
+class Exported(ExportedModel):
+    """One model's description, its reference inputs and exported variants (built once per
+    module)."""
 
     def __init__(self, name: str, root: Path) -> None:
-        self.name = name
-        self.desc = read_model_dir(model_dir(name), task=hint(name))
-        self.weights = load_weights(self.desc)
+        super().__init__(name, root)
         self.ref = head_reference(name)
-        self.root = root
-        self._backends: dict[Variant, OnnxBackend] = {}
-        all_texts = texts()
-        if self.desc.task is Task.RERANK:
-            tok = HFPairTokenizer(self.desc.source_dir, self.desc.max_seq_length)
-            self.ids, self.types, _ = tok.encode([(all_texts[q], all_texts[d])
-                                                  for q, d in self.ref.pairs])
-        else:
-            single = load_tokenizer(self.desc.source_dir, self.desc.max_seq_length)
-            self.ids = [e.ids for e in single.encode_batch(all_texts)]
-            self.types = [[0] * len(s) for s in self.ids]
-
-    def backend(self, variant: Variant) -> OnnxBackend:
-        if variant not in self._backends:
-            model = build_variant(variant, self.desc, self.weights)
-            onnx.checker.check_model(model)
-            path = self.root / f"{self.name}.{variant.value}.onnx"
-            onnx.save(model, str(path))
-            self._backends[variant] = OnnxBackend(path, threads=1)
-        return self._backends[variant]
+        self.ids, self.types = head_inputs(self.desc, self.ref)
 
     def run(self, variant: Variant, batch: int = 1) -> npt.NDArray[np.float32]:
         be = self.backend(variant)
@@ -85,10 +60,7 @@ class Exported:
         return out
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Exported]:
-    root = tmp_path_factory.mktemp("heads")
-    return {n: Exported(n, root) for n in names("rerank") + names("sparse")}
+exported = by_name(Exported, "heads")
 
 
 def scale(a: npt.NDArray[np.float32]) -> float:
@@ -104,10 +76,11 @@ def test_the_fixtures_cover_every_head() -> None:
 
 
 @pytest.mark.parametrize("name", names("rerank"))
-def test_pair_tokens_are_sentence_transformers(name: str, exported: dict[str, Exported]) -> None:
+def test_pair_tokens_are_sentence_transformers(name: str,
+                                               exported: Callable[[str], Exported]) -> None:
     """The pairs' ids and token types equal those sentence-transformers fed its model
     (the reference recorded their digest), truncation included."""
-    e = exported[name]
+    e = exported(name)
     digest = hashlib.sha256(json.dumps(list(zip(e.ids, e.types, strict=True)),
                                        separators=(",", ":")).encode()).hexdigest()
     assert digest == e.ref.raw["token_ids_sha256"]
@@ -116,8 +89,8 @@ def test_pair_tokens_are_sentence_transformers(name: str, exported: dict[str, Ex
 
 
 @pytest.mark.parametrize("name", names("rerank"))
-def test_rerank_fp32_is_cross_encoder(name: str, exported: dict[str, Exported]) -> None:
-    e = exported[name]
+def test_rerank_fp32_is_cross_encoder(name: str, exported: Callable[[str], Exported]) -> None:
+    e = exported(name)
     got = e.run(Variant.FP32)
     want = e.want()
     assert got.shape == want.shape == (len(e.ref.pairs), e.desc.head.num_labels)
@@ -131,8 +104,8 @@ def test_rerank_fp32_is_cross_encoder(name: str, exported: dict[str, Exported]) 
 
 
 @pytest.mark.parametrize("name", names("sparse"))
-def test_sparse_fp32_is_sparse_encoder(name: str, exported: dict[str, Exported]) -> None:
-    e = exported[name]
+def test_sparse_fp32_is_sparse_encoder(name: str, exported: Callable[[str], Exported]) -> None:
+    e = exported(name)
     got = e.run(Variant.FP32)
     want = e.want()
     assert got.shape == want.shape == (len(texts()), e.desc.encoder.vocab_size)
@@ -146,24 +119,24 @@ def test_sparse_fp32_is_sparse_encoder(name: str, exported: dict[str, Exported])
 
 @pytest.mark.parametrize("name", names("rerank") + names("sparse"))
 @pytest.mark.parametrize("variant", [Variant.FP32, Variant.INT8])
-def test_batch_invariant(name: str, variant: Variant, exported: dict[str, Exported]) -> None:
-    e = exported[name]
+def test_batch_invariant(name: str, variant: Variant, exported: Callable[[str], Exported]) -> None:
+    e = exported(name)
     alone = e.run(variant)
     batched = e.run(variant, batch=16)
     assert np.max(np.abs(alone - batched)) <= INVARIANT_ABS * scale(alone)
 
 
 @pytest.mark.parametrize("name", names("rerank"))
-def test_rerank_int8_keeps_the_order(name: str, exported: dict[str, Exported]) -> None:
-    e = exported[name]
+def test_rerank_int8_keeps_the_order(name: str, exported: Callable[[str], Exported]) -> None:
+    e = exported(name)
     rho = spearman(e.run(Variant.INT8).ravel(), e.run(Variant.FP32).ravel())
     assert rho >= RERANK_INT8_SPEARMAN, rho
 
 
 @pytest.mark.parametrize("name", ["splade-bert", "splade-bert-sum-log1p", "splade-distilbert"])
 def test_sparse_int8_within_the_random_weight_bound(name: str,
-                                                    exported: dict[str, Exported]) -> None:
-    e = exported[name]
+                                                    exported: Callable[[str], Exported]) -> None:
+    e = exported(name)
     fp32, int8 = e.run(Variant.FP32), e.run(Variant.INT8)
     overlap = top_k_overlap(fp32, int8)
     rho = spearman(query_document_dots(int8), query_document_dots(fp32))
@@ -175,8 +148,8 @@ def test_sparse_int8_within_the_random_weight_bound(name: str,
 @pytest.mark.parametrize("name", ["rerank-bert", "splade-bert"])
 @pytest.mark.parametrize("variant", [Variant.FP16, Variant.INT4])
 def test_other_variants_build_and_run(name: str, variant: Variant,
-                                      exported: dict[str, Exported]) -> None:
-    e = exported[name]
+                                      exported: Callable[[str], Exported]) -> None:
+    e = exported(name)
     fp32, other = e.run(Variant.FP32), e.run(variant)
     assert np.all(np.isfinite(other))
     bound = {Variant.FP16: 0.9999, Variant.INT4: 0.9}[variant]
@@ -185,9 +158,9 @@ def test_other_variants_build_and_run(name: str, variant: Variant,
     assert rho >= bound, rho
 
 
-def test_graph_inputs_and_outputs(exported: dict[str, Exported]) -> None:
+def test_graph_inputs_and_outputs(exported: Callable[[str], Exported]) -> None:
     def io(name: str) -> tuple[list[str], list[str]]:
-        be = exported[name].backend(Variant.FP32)
+        be = exported(name).backend(Variant.FP32)
         return ([i.name for i in be.session.get_inputs()],
                 [o.name for o in be.session.get_outputs()])
 
@@ -200,10 +173,10 @@ def test_graph_inputs_and_outputs(exported: dict[str, Exported]) -> None:
                                  ["token_embeddings", "sparse_embedding"])
 
 
-def test_token_types_matter(exported: dict[str, Exported]) -> None:
+def test_token_types_matter(exported: Callable[[str], Exported]) -> None:
     """The document's tokens are type 1: scoring them as type 0 changes the logits (so the
     input is wired, not ignored)."""
-    e = exported["rerank-bert"]
+    e = exported("rerank-bert")
     be = e.backend(Variant.FP32)
     ids, types = e.ids[:8], e.types[:8]
     right = be.encode(ids, token_types=types)
