@@ -62,8 +62,8 @@ void emb_quantize_rows_ref(const float *x, size_t m, size_t k, int8_t *q, float 
 void emb_gemm_q8_ref(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy);
 /* The fp32 linear (w->w set, the n4k4 packing of fp32 values: cells of 4 outputs × 4 consecutive
    k): y (M, N), row stride ldy = bias + x (M, K) · Wᵀ, x's rows K apart, each sum in 4 lanes by
-   k mod 4 combined as emb_hsum4. One plain C kernel for every kernel set
-   (no set has its own): the same bits natively and in every wasm build. */
+   k mod 4 combined as emb_hsum4: the definition; gemm_f32.c has the AVX-512 and SIMD128 kernels
+   with its bits (emb_gemm_f32_for picks one), the same natively and in every wasm build. */
 void emb_gemm_f32_ref(const float *x, size_t m, const emb_linear *w, float *y, size_t ldy);
 typedef void (*emb_gemm_f32_fn)(const float *x, size_t m, const emb_linear *w, float *y, size_t ldy);
 /* gemm_f32.c: the fp32 linear kernel to use with kernel set k (the same bits as the reference). */
