@@ -24,7 +24,10 @@ on characters whose treatment it is sure of:
   chunks, and becomes its first chunk when that alone normalizes to more than
   ``max_input_chars_per_word`` characters (the word is one [UNK] either way), else the run's
   normalized form (the normalizer's output normalizes to itself);
-- any other character is kept as it is, and at most ``_OTHER_CAP`` of them are read.
+- any other character is kept as it is: as punctuation when ``tokenizers`` makes it a word
+  of its own (``WordPieceShrinker.own_word``, asked once per character: the CJK ideographs of
+  blocks newer than the table here, punctuation newer than Unicode 3.2), else as a character
+  of unknown treatment, of which at most ``_OTHER_CAP`` are read.
 
 The scan stops after a punctuation character or before whitespace once the pieces read hold
 more than ``need`` tokens (a lower bound — each punctuation character one, each word with a
@@ -51,7 +54,7 @@ import re
 import unicodedata
 from typing import Any
 
-__all__ = ["InWordCuts", "WordPieceShrinker"]
+__all__ = ["InWordCuts", "TextCuts", "WordPieceShrinker"]
 
 
 class _Unknown(Exception):
@@ -145,8 +148,23 @@ class WordPieceShrinker:
         self._added = [(t.content, t.normalized)
                        for t in tokenizer.get_added_tokens_decoder().values()]
         self._wordish_cache: dict[str, bool] = {}
+        self._own_cache: dict[str, bool] = {}
         self.pieces = _classes(chinese, self.long)[0]  # names each piece: w, z, p or o
         self._hazard = _classes(chinese, self.long)[3]
+
+    def own_word(self, c: str) -> bool:
+        """Whether ``tokenizers`` makes ``c``, a character of no class here (``o``), a word
+        of its own, as punctuation or a CJK ideograph: between letters, and between a digit
+        and a combining mark, it tokenizes as it does with spaces around it. Asked once per
+        character."""
+        known = self._own_cache.get(c)
+        if known is None:
+            encs = self._tokenizer.encode_batch(["ab" + c + "cd", "ab " + c + " cd",
+                                                 "1" + c + "\u0301", "1 " + c + " \u0301"])
+            known = encs[0].ids == encs[1].ids and encs[2].ids == encs[3].ids
+            if len(self._own_cache) < 65536:
+                self._own_cache[c] = known
+        return known
 
     def _wordish(self, c: str) -> bool:
         """Whether ``c`` is a word character or one ``clean_text`` deletes."""
@@ -280,6 +298,11 @@ class WordPieceShrinker:
                 else:
                     piece = m.group()
                 word_base = word_base or base.search(piece) is not None
+            elif self.own_word(m.group()):  # as punctuation: a word of its own
+                piece = m.group()
+                tokens += word_base + 1
+                word_base = False
+                kind = "p"
             else:
                 piece = m.group()
                 other += 1
@@ -324,6 +347,46 @@ def _byte_table() -> list[str]:
     return [table[b] for b in range(256)]
 
 
+
+_SKIN_TONES = range(0x1F3FB, 0x1F400)  # emoji modifiers: they extend the grapheme before them
+_FLAGS = range(0x1F1E6, 0x1F200)  # regional indicators: they pair up
+_SELECTORS = (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0))  # variation selectors
+# characters that join the grapheme after them (Grapheme_Cluster_Break=Prepend, Unicode 15)
+_PREPEND = {0x600, 0x601, 0x602, 0x603, 0x604, 0x605, 0x6DD, 0x70F, 0x890, 0x891, 0x8E2, 0xD4E,
+            0x110BD, 0x110CD, 0x111C2, 0x111C3, 0x1193F, 0x11941, 0x11A3A, 0x11A84, 0x11A85,
+            0x11A86, 0x11A87, 0x11A88, 0x11A89, 0x11D46, 0x11F02}
+
+
+@functools.lru_cache(maxsize=2)
+def _other_class(with_marks: bool) -> re.Pattern[str]:
+    """A run of characters that are neither whitespace (Python's or Unicode's), letters nor
+    digits, assigned and not controls or ``▁`` (what a byte-level regex reads as one word of
+    punctuation and Metaspace does not split): punctuation, symbols, emoji, format and private
+    use characters, the variation selectors, and the other marks when ``with_marks`` (no
+    normalizer to reorder or compose them)."""
+    codes = []
+    for c in (*range(0x30000), *range(0xE0000, 0xE01F0)):
+        ch = chr(c)
+        cat = unicodedata.category(ch)
+        if (cat[0] in "LNZ" or cat in ("Cn", "Cs", "Cc") or ch.isspace() or c == 0x2581
+                or (cat[0] == "M" and not with_marks and c not in _SELECTORS)):
+            continue
+        codes.append(c)
+    return re.compile(f"[{_ranges(codes)}]+")
+
+
+def _boundary(before: str, after: str) -> bool:
+    """Whether a text splits between ``before`` and ``after`` (characters of ``_other_class``)
+    for graphemes (UAX #29: ``after`` extends nothing, ``before`` is no ZWJ, prepend or
+    regional indicator) and for NFC/NFKC (``after`` is a starter that composes with nothing
+    before it): punctuation or a symbol after anything but a joiner."""
+    a, b = ord(before), ord(after)
+    return (unicodedata.category(after)[0] in "PS" and unicodedata.combining(after) == 0
+            and b not in _SKIN_TONES and b not in _FLAGS and a not in _FLAGS
+            and a not in _PREPEND and (unicodedata.category(before) != "Cf"
+                                       or 0xE0020 <= a <= 0xE007F))
+
+
 _NORMALIZERS = {"NFC", "NFKC", "Precompiled"}
 
 
@@ -336,20 +399,29 @@ class InWordCuts:
     Split + ByteLevel) pre-tokenizer, or Unigram behind Metaspace (optionally after
     WhitespaceSplit). At a position whose ``reach`` characters on each side are letters of
     common scripts (Latin, Greek, Cyrillic, Hebrew, Arabic, kana, CJK, Hangul syllables, each
-    its own grapheme and normalized alone), the normalizer and the pre-tokenizer keep the
-    word's start as the prefix's last word; and when no vocabulary entry (in the model's
-    alphabet) spans the position, BPE never merges across it (every merge makes a vocabulary
-    entry) and every Unigram segmentation passes through it (Viterbi's best path to it is the
-    prefix's), so the prefix's tokens are the text's first tokens.
+    its own grapheme and normalized alone), or are all neither whitespace, letters nor digits
+    (punctuation, symbols, emoji, format characters; marks too when there is no normalizer:
+    ``_other_class``) with the position a grapheme and normalization boundary (``_boundary``),
+    the normalizer and the pre-tokenizer keep the run's start as the prefix's last word; and
+    when no vocabulary entry (in the model's alphabet) spans the position, BPE never merges
+    across it (every merge makes a vocabulary entry) and every Unigram segmentation passes
+    through it (Viterbi's best path to it is the prefix's), so the prefix's tokens are the
+    text's first tokens. For byte-level BPE without a prefix space (``two_sided``) the tokens
+    after the cut are also the text's last ones: BPE merges the two sides independently, and
+    the pre-tokenizer's regex starts a word at the cut as it does inside the text.
     """
 
-    def __init__(self, tokenizer: Any, vocab: set[str], byte_level: bool) -> None:
+    def __init__(self, tokenizer: Any, vocab: set[str], byte_level: bool,
+                 two_sided: bool = False) -> None:
+        self._plain = tokenizer.normalizer is None
         self._normalize = (tokenizer.normalizer.normalize_str if tokenizer.normalizer
                            is not None else (lambda s: s))
         self._vocab = vocab
         self._byte_level = byte_level
+        self.two_sided = two_sided  # the tokens after a cut are the text's too (see TextCuts)
         self.reach = max(len(v) for v in vocab) + 1
         self._added = [t.content for t in tokenizer.get_added_tokens_decoder().values()]
+        self._other = _other_class(self._plain)
 
     @classmethod
     def of(cls, tokenizer: Any) -> InWordCuts | None:
@@ -379,7 +451,9 @@ class InWordCuts:
             if kinds not in (["ByteLevel"], ["Split", "ByteLevel"]) or len(byte_levels) != 1:
                 return None
             vocab = set(model.get("vocab") or {})
-            return cls(tokenizer, vocab, True) if vocab else None
+            two_sided = not byte_levels[0].get("add_prefix_space") and not any(
+                isinstance(n, dict) and n.get("type") == "Strip" for n in norms or [])
+            return cls(tokenizer, vocab, True, two_sided) if vocab else None
         if model.get("type") == "Unigram":
             if kinds not in (["Metaspace"], ["WhitespaceSplit", "Metaspace"]):
                 return None
@@ -389,10 +463,15 @@ class InWordCuts:
 
     def _safe(self, text: str, p: int) -> bool:
         r = self.reach
-        if p < r or p + r > len(text) or not _LETTERS.fullmatch(text, p - r, p + r):
+        if p < r or p + r > len(text):
+            return False
+        letters = _LETTERS.fullmatch(text, p - r, p + r) is not None
+        if not letters and not (self._other.fullmatch(text, p - r, p + r) and (
+                self._plain or _boundary(text[p - 1], text[p]))):
             return False
         left, right = self._normalize(text[p - r: p]), self._normalize(text[p: p + r])
-        if not (left + right).isalpha():
+        if not left or not right or not ((left + right).isalpha() if letters else
+                                         self._other.fullmatch(left + right)):
             return False
         if self._byte_level:
             left, right = _byte_level(left), _byte_level(right)
@@ -410,4 +489,150 @@ class InWordCuts:
         for p in range(max(at_least, 1), min(len(text), at_least + _SEARCH)):
             if self._safe(text, p):
                 return p
+        return None
+
+
+# --- both sides of a cut: where a run of ASCII whitespace begins ------------------------------
+
+# Split regexes whose words never end with a space or tab: GPT-2's, and the GPT-4-era ones
+# (cl100k, Llama 3, Qwen2), whose punctuation words may take the line breaks that follow them
+_GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_GPT4_SPLITS = {
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+    r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+}
+_LOCAL_NORMALIZERS = {"BertNormalizer", "Lowercase", "NFC", "NFKC", "NFD", "NFKD", "StripAccents",
+                      "Precompiled"}
+_RUN = re.compile(r"(?<![ \t\r\n])[ \t\r\n]")  # where a run of ASCII whitespace begins
+
+
+class TextCuts:
+    """Where a text can be cut into two whose tokens, without the template's special tokens,
+    are the text's: ``tokens(text) == tokens(text[:p]) + tokens(text[p:])``. Left truncation
+    tokenizes a suffix from such a cut, and an exact count adds up the pieces between cuts.
+
+    A cut is where a run of ASCII whitespace begins (``text[p]`` space, tab, CR or LF, the
+    character before it no whitespace of any kind) for the pipelines ``of`` accepts:
+
+    - normalizers that change a text at most within a grapheme or a combining sequence
+      (BertNormalizer, Lowercase, NFC, NFKC, NFD, NFKD, StripAccents, SentencePiece's
+      Precompiled), a right Strip, a Replace of a space or of runs of spaces; a space is a
+      starter that composes with nothing, so the normalized text splits there too;
+    - pre-tokenizers that start a word at the run and read on from it as from a text's start:
+      BertPreTokenizer, Whitespace(Split); a ByteLevel with GPT-2's regex, or a Split with
+      GPT-2's or a GPT-4-era regex before a ByteLevel (whose punctuation words take the line
+      breaks after them: there only a space or a tab begins a cut); a Metaspace (the cut's
+      character must normalize to a space), optionally after WhitespaceSplit. A prefix space
+      (ByteLevel's ``add_prefix_space``) is added to the second text too, so then only a space
+      begins a cut;
+    - any model but a BPE with dropout: each word is tokenized alone.
+
+    No added token may lie within its length of the cut (it could match across it, or strip
+    the whitespace), and, with Precompiled, the character before the cut must not be a
+    prepended concatenation mark (it joins the space's grapheme). Checked against
+    ``tokenizers`` on every tokenizer family of the test fixtures
+    (tests/python/attack/test_attack_long_text.py).
+    """
+
+    def __init__(self, tokenizer: Any, at: str, precompiled: bool) -> None:
+        self._normalize = (tokenizer.normalizer.normalize_str if tokenizer.normalizer
+                           is not None else (lambda s: s))
+        self._at = at  # what the cut's character may normalize to
+        self._precompiled = precompiled
+        self._added = [(t.content, t.normalized)
+                       for t in tokenizer.get_added_tokens_decoder().values() if t.content]
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> TextCuts | None:
+        try:
+            spec = json.loads(tokenizer.to_str())
+        except Exception:
+            return None
+        model, norm, pre = (spec.get("model") or {}, spec.get("normalizer"),
+                            spec.get("pre_tokenizer") or {})
+        if model.get("dropout"):
+            return None
+        norms = norm.get("normalizers") if isinstance(norm, dict) and norm.get(
+            "type") == "Sequence" else ([] if norm is None else [norm])
+        for n in norms or []:
+            kind = n.get("type") if isinstance(n, dict) else None
+            if kind == "Replace":
+                if (n.get("pattern") or {}) not in ({"String": " "}, {"Regex": " {2,}"}):
+                    return None
+            elif kind == "Strip":
+                if n.get("strip_left", n.get("left")):
+                    return None
+            elif kind == "BertNormalizer":
+                if n.get("clean_text") is not True:
+                    return None
+            elif kind not in _LOCAL_NORMALIZERS:
+                return None
+        precompiled = any(isinstance(n, dict) and n.get("type") == "Precompiled"
+                          for n in norms or [])
+        pres = pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]
+        pres = [p for p in pres or [] if isinstance(p, dict)]
+        kinds = [p.get("type") for p in pres]
+        ws = " \t\r\n"
+        if kinds in (["BertPreTokenizer"], ["Whitespace"], ["WhitespaceSplit"]):
+            at = ws
+        elif kinds == ["ByteLevel"] and pres[0].get("use_regex", True):
+            at = " " if pres[0].get("add_prefix_space") else ws
+        elif kinds == ["Split", "ByteLevel"] and not pres[1].get("use_regex", True):
+            split = pres[0]
+            regex = (split.get("pattern") or {}).get("Regex")
+            if split.get("behavior") != "Isolated" or split.get("invert"):
+                return None
+            if regex == _GPT2_SPLIT:
+                at = ws
+            elif regex in _GPT4_SPLITS:
+                at = " \t"
+            else:
+                return None
+            if pres[1].get("add_prefix_space"):
+                at = " "
+        elif kinds == ["Metaspace"] and pres[0].get("split", True):
+            at = " " + str(pres[0].get("replacement", "\u2581"))
+        elif kinds == ["WhitespaceSplit", "Metaspace"] and pres[1].get(
+                "prepend_scheme", "always") in ("always", "never"):
+            at = ws
+        else:
+            return None
+        return cls(tokenizer, at, precompiled)
+
+    def ok(self, text: str, p: int) -> bool:
+        """Whether ``text`` can be cut at ``p`` (before a run of ASCII whitespace)."""
+        if not 0 < p < len(text) or text[p] not in " \t\r\n" or text[p - 1].isspace():
+            return False
+        if self._precompiled and ord(text[p - 1]) in _PREPEND:
+            return False
+        left, right = self._normalize(text[max(0, p - 8): p]), self._normalize(text[p: p + 8])
+        if not left or left[-1].isspace() or left[-1] == "\u2581" or not right or (
+                right[0] not in self._at):
+            return False
+        for content, normalized in self._added:
+            n = len(content) + 1
+            window = text[max(0, p - n): p + n]
+            if content in window or (normalized and content.lower() in window.lower()):
+                return False
+        return True
+
+    def after(self, text: str, start: int, stop: int) -> int | None:
+        """The first cut from ``start`` before ``stop``, None if there is none."""
+        for m in _RUN.finditer(text, max(start, 1), min(stop, len(text))):
+            if self.ok(text, m.start()):
+                return m.start()
+        return None
+
+    def before(self, text: str, end: int, start: int) -> int | None:
+        """The last cut at or before ``end`` and from ``start``, None if there is none."""
+        hi = min(end, len(text) - 1) + 1
+        while hi > max(start, 1):
+            lo = max(start, 1, hi - 4096)
+            found = [m.start() for m in _RUN.finditer(text, lo, hi)]
+            for p in reversed(found):
+                if self.ok(text, p):
+                    return p
+            hi = lo
         return None

@@ -30,6 +30,8 @@ __all__ = [
     "PairEncoding",
     "TokenSpan",
     "Tokenizer",
+    "count_tokens",
+    "encode_left_truncated",
     "encode_truncated",
     "load_tokenizer",
     "prefixes",
@@ -145,13 +147,15 @@ class HFTokenizer:
         self._left_lock = threading.Lock()
         self._shrinker: Any = False  # WordPieceShrinker (None: none applies), made on first use
         self._cuts: Any = None  # InWordCuts, made with it
+        self._text_cuts: Any = None  # TextCuts, made with it
 
     def _shrink(self) -> Any:
         """The WordPieceShrinker of this tokenizer, or None (``_long_text``)."""
         if self._shrinker is False:
-            from ._long_text import InWordCuts, WordPieceShrinker
+            from ._long_text import InWordCuts, TextCuts, WordPieceShrinker
 
             self._cuts = InWordCuts.of(self._full)
+            self._text_cuts = TextCuts.of(self._full)
             self._shrinker = WordPieceShrinker.of(self._full)
         return self._shrinker
 
@@ -174,10 +178,17 @@ class HFTokenizer:
     ) -> tuple[list[list[int]], int]:
         if not texts:
             return [], 0
-        if truncate and left:  # keeps a text's end: the whole text is tokenized
-            encs = self._left_truncating().encode_batch(texts)
-            return [e.ids for e in encs], sum(1 for e in encs if e.overflowing)
         limit = BOUNDED_FROM * self.max_length
+        if truncate and left:  # keeps a text's end: long texts by a bounded suffix
+            tok = self._left_truncating()
+            if all(len(t) <= limit for t in texts):
+                encs = tok.encode_batch(texts)
+            else:
+                shrinker = self._shrink()
+                encs = [encode_left_truncated(self._full, tok, t, self.max_length, shrinker,
+                                              self._text_cuts, self._cuts)
+                        if len(t) > limit else tok.encode(t) for t in texts]
+            return [e.ids for e in encs], sum(1 for e in encs if e.overflowing)
         if truncate:
             if all(len(t) <= limit for t in texts):
                 encs = self._truncating.encode_batch(texts)
@@ -221,7 +232,11 @@ class HFTokenizer:
         return ids, 0
 
     def count(self, texts: list[str], truncate: bool) -> list[int]:
-        return [len(ids) for ids in self.encode(texts, truncate=truncate, check=False)[0]]
+        if truncate or all(len(t) <= _COUNT_CHUNK for t in texts):
+            return [len(ids) for ids in self.encode(texts, truncate=truncate, check=False)[0]]
+        shrinker = self._shrink()
+        return [count_tokens(self._full, t, shrinker, self._text_cuts, self._cuts)
+                if len(t) > _COUNT_CHUNK else len(self._full.encode(t).ids) for t in texts]
 
     def _short_encodings(self, texts: list[str], limit: int) -> list[Any]:
         """Truncating encodings of the texts within ``limit`` characters (in one batch), None
@@ -512,7 +527,9 @@ class EnginePairTokenizer(_SingleTexts):
 # A BERT WordPiece tokenizer shortens the text instead (``_long_text.WordPieceShrinker``, which
 # needs no whitespace: a word of more than 100 characters is one [UNK] however long); byte-level
 # BPE and Unigram tokenizers also cut inside a long word of letters where no vocabulary entry
-# spans the cut (``_long_text.InWordCuts``).
+# spans the cut (``_long_text.InWordCuts``). Left truncation tokenizes a suffix from a cut whose
+# two sides both keep their tokens (``_long_text.TextCuts``; ``encode_left_truncated``), and an
+# exact count with truncation off adds up pieces between such cuts (``count_tokens``).
 # tests/python/attack/test_attack_long_text.py checks the ids against full tokenization.
 
 BOUNDED_FROM = 16  # characters per token of max_length before a text is tokenized by prefix
@@ -560,6 +577,74 @@ def encode_truncated(full: Any, truncating: Any, text: str, max_length: int,
         if len(full.encode(prefix).ids) > max_length:
             return truncating.encode(prefix)
     return truncating.encode(text)
+
+
+def encode_left_truncated(full: Any, truncating: Any, text: str, max_length: int,
+                          shrinker: Any = None, cuts: Any = None, in_word: Any = None) -> Any:
+    """``truncating.encode(text)`` for a tokenizer that truncates on the left (keeps the
+    text's end), computed on a suffix of ``text`` when one suffices.
+
+    The suffix begins at a cut (``_long_text.TextCuts``: where a run of ASCII whitespace
+    begins; for byte-level BPE also ``_long_text.InWordCuts`` inside a long word) at least
+    ``BOUNDED_FROM * max_length`` characters before the end, so its tokens are the text's
+    last ones; it suffices when it has more than ``max_length`` tokens (truncation keeps fewer,
+    all inside it), else it grows four times. Where no cut comes within three times that
+    length, a BERT WordPiece text is shortened whole (``_long_text.WordPieceShrinker``) and
+    any other is tokenized whole.
+    """
+    size = BOUNDED_FROM * max_length
+    while cuts is not None and size < len(text):
+        end = len(text) - size
+        p = cuts.before(text, end, end - 3 * size)
+        if p is None and in_word is not None and in_word.two_sided:
+            p = in_word.cut(text, max(end - _IN_WORD_SEARCH, 1))
+            p = p if p is not None and p < len(text) - max_length else None
+        if p is None:
+            break
+        suffix = text[p:]
+        if len(full.encode(suffix).ids) > max_length:
+            return truncating.encode(suffix)
+        size = 4 * max(size, len(suffix))
+    short = shrinker.shrink(text, None) if shrinker is not None else None
+    return truncating.encode(short[0] if short is not None and short[1] else text)
+
+
+_COUNT_CHUNK = 1 << 16  # characters per piece of an exact count (count_tokens)
+_IN_WORD_SEARCH = 4096  # _long_text._SEARCH: how far InWordCuts.cut looks
+
+
+def count_tokens(full: Any, text: str, shrinker: Any = None, cuts: Any = None,
+                 in_word: Any = None) -> int:
+    """``len(full.encode(text).ids)`` (``full`` does not truncate), counted in pieces of about
+    ``_COUNT_CHUNK`` characters cut where ``_long_text.TextCuts`` (or, for byte-level BPE,
+    ``InWordCuts``) says the tokens of the two sides are the text's: the template's special
+    tokens plus each piece's tokens. A piece without a cut for four times that length runs to
+    the next cut, or to the end: a BERT WordPiece piece is shortened first
+    (``WordPieceShrinker``), another is tokenized whole."""
+    if cuts is None and (in_word is None or not in_word.two_sided):
+        short = shrinker.shrink(text, None) if shrinker is not None else None
+        return len(full.encode(short[0] if short is not None else text).ids)
+
+    def piece(chunk: str) -> int:
+        short = shrinker.shrink(chunk, None) if (
+            shrinker is not None and len(chunk) > 2 * _COUNT_CHUNK) else None
+        return len(full.encode(short[0] if short is not None else chunk,
+                               add_special_tokens=False).ids)
+
+    total: int = full.num_special_tokens_to_add(False)
+    pos = 0
+    while len(text) - pos > 2 * _COUNT_CHUNK:
+        at = pos + _COUNT_CHUNK
+        p = cuts.after(text, at, at + 4 * _COUNT_CHUNK) if cuts is not None else None
+        if p is None and in_word is not None and in_word.two_sided:
+            p = in_word.cut(text, at)
+        if p is None and cuts is not None:
+            p = cuts.after(text, at + 4 * _COUNT_CHUNK, len(text))
+        if p is None:
+            break
+        total += piece(text[pos:p])
+        pos = p
+    return total + piece(text[pos:])
 
 
 def prompt_length(tokenizer: Any, prompt: str) -> int:
