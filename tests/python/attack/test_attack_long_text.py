@@ -20,6 +20,13 @@ characters and Unicode whitespace, mixed, for all-MiniLM-L6-v2's tokenizer (unca
 tokenizer configured cased (no lowercasing, accent stripping or CJK splitting) and
 tests/fixtures/models/mpnet-mean's (MPNet's added tokens), with and without truncation; and the
 shrinker's character classes are checked one code point at a time against ``tokenizers``.
+
+Every check also runs left truncation (``encode_left_truncated``: a suffix from a
+``_long_text.TextCuts`` cut) against ``tokenizers``' own left truncation of the whole text, and
+the exact count in pieces (``count_tokens``, pieces of a few words here) against the whole
+text's length; runs of punctuation, emoji (ZWJ sequences, skin tones, flags, variation
+selectors), combining marks and mixed scripts are checked for every family, and subprocesses
+show the peak memory of a 12-million-character line stays bounded for each path.
 """
 
 from __future__ import annotations
@@ -34,8 +41,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from edgembed import _long_text, _tokenize
-from edgembed._long_text import InWordCuts, WordPieceShrinker, _byte_level, _classes
-from edgembed._tokenize import encode_truncated, load_tokenizer
+from edgembed._long_text import InWordCuts, TextCuts, WordPieceShrinker, _byte_level, _classes
+from edgembed._tokenize import count_tokens, encode_left_truncated, encode_truncated, load_tokenizer
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -83,8 +90,13 @@ class Pipeline:
         self.truncating.enable_truncation(max_length)
         self.full.no_padding()
         self.truncating.no_padding()
+        self.left = make()
+        self.left.no_padding()
+        self.left.enable_truncation(max_length, direction="left")
         self.shrinker = WordPieceShrinker.of(self.full)
         self.cuts = InWordCuts.of(self.full)
+        self.text_cuts = TextCuts.of(self.full)
+        assert self.text_cuts is not None  # every pipeline here has cuts at whitespace
 
     def check(self, text: str) -> None:
         whole = self.truncating.encode(text)
@@ -92,12 +104,21 @@ class Pipeline:
                                    self.shrinker, self.cuts)
         assert bounded.ids == whole.ids, repr(text[:200])
         assert bool(bounded.overflowing) == bool(whole.overflowing)
+        # left truncation (the text's end) by a suffix, and the exact count in pieces
+        whole = self.left.encode(text)
+        bounded = encode_left_truncated(self.full, self.left, text, self.max_length,
+                                        self.shrinker, self.text_cuts, self.cuts)
+        assert bounded.ids == whole.ids, repr(text[-200:])
+        assert bool(bounded.overflowing) == bool(whole.overflowing)
+        assert count_tokens(self.full, text, self.shrinker, self.text_cuts, self.cuts) == len(
+            self.full.encode(text).ids), repr(text[:200])
         if self.shrinker is None:
             return
         # truncation off: all of the text, or more than max_length tokens of it; None (the
         # whole text is tokenized) only for a text with thousands of characters the shrinker
         # does not know
-        unknown = sum(m.lastgroup == "o" for m in self.shrinker.pieces.finditer(text))
+        unknown = sum(m.lastgroup == "o" and not self.shrinker.own_word(m.group())
+                      for m in self.shrinker.pieces.finditer(text))
         short = self.shrinker.shrink(text, None)
         hazard = _classes(self.shrinker._chinese, self.shrinker.long)[3].search(text)
         assert (short is None) == (unknown > _long_text._OTHER_CAP) or hazard
@@ -146,6 +167,7 @@ def make(request: pytest.FixtureRequest, hf_model_dir: Path) -> Any:
 @pytest.fixture(autouse=True)
 def every_text_by_prefix(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(_tokenize, "BOUNDED_FROM", 1)  # the prefix path for every text
+    monkeypatch.setattr(_tokenize, "_COUNT_CHUNK", 24)  # counts in pieces of a few words
     yield
 
 
@@ -341,4 +363,123 @@ def test_a_50_mb_word_for_bpe_and_unigram(name: str) -> None:
     assert done.returncode == 0, done.stderr.decode()
     before, after, n, truncated = (int(v) for v in done.stdout.decode().split())
     assert (n, truncated) == (512, 1)
+    assert (after - before) / 1024 < 96, f"peak RSS {before // 1024} -> {after // 1024} MiB"
+
+
+# --- punctuation, emoji and marks without whitespace; left truncation; exact counts ------------
+
+ADVERSARIAL = [
+    "!" * 6_000, "?!." * 2_000, "—" * 6_000, "«»" * 3_000, "🙂" * 6_000,
+    "👨\u200d👩\u200d👧" * 900, "👍🏽" * 3_000, "❤\ufe0f" * 3_000, "🇫🇷" * 3_000,
+    "e" + "\u0301" * 6_000, "\u0301\u0327" * 3_000, "a\u0301" * 3_000, "★☆#%&" * 1_200,
+    "".join(chr(0x2010 + (i * 7919) % 0x50) for i in range(6_000)),
+    "".join("!?.,;:🙂👍🏽❤\ufe0f—«»#*"[(i * 31) % 15] for i in range(6_000)),
+    "Straße漢字Ωяשب🙂!\u0301한カ" * 500, ("!" * 1_000 + " ") * 8, " 🙂" * 2_400,
+    "word, " * 1_200, "\n".join(["👨\u200d👩\u200d👧!"] * 1_200), "漢字 \u3000" * 1_200,
+]
+
+
+@pytest.mark.parametrize("name", [*WORDPIECES, *TOKENIZER_FIXTURES])
+def test_adversarial_runs_left_right_and_counted(name: str, hf_model_dir: Path) -> None:
+    """Runs of punctuation, emoji (ZWJ sequences, skin tones, flags, variation selectors),
+    combining marks and mixed scripts, with and without whitespace, for every tokenizer
+    family: right and left truncation and the exact count equal ``tokenizers`` on the whole
+    text."""
+    data = wordpiece(name, hf_model_dir) if name in WORDPIECES else None
+    for max_length in (8, 256):
+        if data is not None:
+            pipeline = Pipeline(lambda: tokenizers.Tokenizer.from_str(data), max_length)
+        else:
+            pipeline = fixture_pipeline(name, max_length)
+        for text in ADVERSARIAL:
+            pipeline.check(text)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_FIXTURES)
+def test_punctuation_and_emoji_runs_are_cut_inside(name: str) -> None:
+    """A long run of mixed punctuation and emoji has a cut inside it for every byte-level BPE
+    and Unigram fixture (the bounded path is taken, not the whole text), and so has a run of
+    combining marks where no normalizer composes them (RoBERTa's)."""
+    pipeline = fixture_pipeline(name, 512)
+    assert pipeline.cuts is not None
+    mixed = ADVERSARIAL[14]
+    assert pipeline.cuts.cut(mixed, 4096) is not None
+    marks = "".join("\u0300\u0301\u0302\u0327\u0308"[(i * 7) % 5] for i in range(8_000))
+    assert (pipeline.cuts.cut(marks, 4096) is not None) == (name == "roberta-bpe")
+    pipeline.check(marks)
+    assert pipeline.cuts.two_sided == name.endswith("bpe")
+
+
+def test_characters_of_no_class_that_are_words_of_their_own(hf_model_dir: Path) -> None:
+    """A WordPiece text of 20,000 characters the shrinker's tables do not class (punctuation
+    and CJK ideographs newer than its Unicode, chosen here because ``tokenizers`` splits them
+    off) is shortened, not tokenized whole, with the same ids."""
+    data = wordpiece("wordpiece", hf_model_dir)
+    pipeline = Pipeline(lambda: tokenizers.Tokenizer.from_str(data), 64)
+    shrinker = pipeline.shrinker
+    assert shrinker is not None
+    own = [chr(c) for c in (*range(0x2E00, 0x2E50), *range(0x2B820, 0x2B900))
+           if shrinker.pieces.match(chr(c)).lastgroup == "o"  # type: ignore[union-attr]
+           and shrinker.own_word(chr(c))]
+    assert len(own) > 50
+    text = "".join(own[(i * 7919) % len(own)] for i in range(20_000))
+    assert shrinker.shrink(text, 64) is not None
+    assert shrinker.shrink(text, None) is not None
+    pipeline.check(text)
+    pipeline.check(text.replace(own[0], "a "))
+
+
+BOUNDED = """
+import re, sys
+from pathlib import Path
+from edgembed._tokenize import HFTokenizer
+
+def hwm():
+    return int(re.search(r"VmHWM:\\s*(\\d+) kB", open("/proc/self/status").read()).group(1))
+
+directory, mode, kind = sys.argv[1:]
+tok = HFTokenizer(Path(directory), 512)
+tok.encode(["warm " * 100], truncate=True)
+tok.count(["warm " * 100], truncate=False)
+units = {"punct": "".join("!?.,;:🙂👍🏽❤\\ufe0f—«»#*"[(i * 31) % 15] for i in range(4096)),
+         "words": "Straße, 漢字! word 🙂 ", "long": "word " * 600 + "x" * 4096}
+unit = units[kind]
+line = unit * ((6 if mode == "count" else 12) * 10**6 // len(unit))
+before = hwm()
+if mode == "count":
+    n = tok.count([line], truncate=False)[0]
+    small = tok.count([unit * 8, unit * 4], truncate=False)
+    k = len(line) // len(unit)
+    print(before, hwm(), int(n == small[1] + (k - 4) * (small[0] - small[1]) // 4), 1)
+else:
+    ids, truncated = tok.encode([line], truncate=True, left=mode == "left")
+    print(before, hwm(), len(ids[0]), truncated)
+"""
+
+
+@pytest.mark.parametrize(("name", "mode", "kind"), [
+    ("roberta-bpe", "right", "punct"), ("xlmr-unigram", "right", "punct"),
+    ("roberta-bpe", "left", "punct"), ("xlmr-unigram", "left", "words"),
+    ("split-bpe", "left", "words"), ("minilm", "left", "long"),
+    ("xlmr-unigram", "count", "words"), ("modernbert-bpe", "count", "words"),
+    ("minilm", "count", "words"),
+])
+def test_millions_of_characters_in_bounded_memory(name: str, mode: str, kind: str,
+                                                 hf_model_dir: Path) -> None:
+    """A 12-million-character line through HFTokenizer in a subprocess — right truncation of
+    a run of punctuation and emoji, left truncation — or a 6-million-character one counted
+    exactly with truncation off (equal to ``tokenizers``' count of the repeated piece, times
+    the repetitions) grows the peak RSS by tens of MB (hundreds of MB to gigabytes when
+    tokenized whole)."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("peak memory is read from /proc/self/status (Linux)")
+    import subprocess
+    import sys
+
+    directory = hf_model_dir if name == "minilm" else FIXTURES / "tokenizers" / name
+    done = subprocess.run([sys.executable, "-c", BOUNDED, str(directory), mode, kind],
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    before, after, n, flag = (int(v) for v in done.stdout.decode().split())
+    assert (n, flag) == ((1, 1) if mode == "count" else (512, 1))
     assert (after - before) / 1024 < 96, f"peak RSS {before // 1024} -> {after // 1024} MiB"
