@@ -275,10 +275,18 @@ def test_the_embedder_gives_the_same_ids_and_vectors(exported_model_dir: Path) -
     text = " ".join(corpus()) * 3  # ~ 60,000 characters
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_tokenize, "BOUNDED_FROM", 10**9)  # whole-text tokenization
+        mp.setattr(_tokenize, "_COUNT_CHUNK", 10**9)
         whole = embedder.tokenize(text)
         vector = embedder.embed(text)
+        left = embedder.tokenize(text, truncation_direction="left")
+        left_vector = embedder.embed(text, truncation_direction="left")
+        count = embedder.count_tokens([text], truncate=False)
     assert embedder.tokenize(text) == whole
     assert (embedder.embed(text) == vector).all()
+    assert embedder.tokenize(text, truncation_direction="left") == left != whole
+    assert (embedder.embed(text, truncation_direction="left") == left_vector).all()
+    assert embedder.count_tokens([text], truncate=False) == count
+    assert count[0] > 10_000
 
 
 # --- byte-level BPE and Unigram: cuts inside long words of letters ------------------------------
