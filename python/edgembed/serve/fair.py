@@ -345,9 +345,11 @@ class Slicer:
         except BaseException:
             if turn is not None:
                 if not turn.done():
+                    # Cancelled just after the gate let it through, asyncio.wait_for (3.11)
+                    # returns instead of raising: the turn then ends as taken, not cancelled.
                     turn.cancel()
                     await asyncio.gather(turn, return_exceptions=True)
-                elif not turn.cancelled() and turn.exception() is None:
+                if not turn.cancelled() and turn.exception() is None:
                     self.gate.release(key, taken)  # let through, never sent
             for t in sent:
                 t.cancel()
