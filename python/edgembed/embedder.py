@@ -132,13 +132,19 @@ def task_of(model: Any) -> str | None:
 
 
 def _sparse_default(choice: BackendChoice, asked: str) -> BackendChoice:
-    """SPLADE models run fp32 on the CPU unless a variant or the engine is named: onnxruntime's
-    int8 misses their quality bar (docs/quantization.md); the engine's SPLADE bundle is the
-    "rescored" one by default, which meets it (backend="native" or "wasm", variant="int8")."""
+    """SPLADE models run where their quality bar holds (docs/quantization.md): on the engine
+    (native or wasm), whose SPLADE bundle is the "rescored" one (fp32 encoder, int8 decoder
+    made exact), and in fp32 on onnxruntime, whose int8 misses the bar. So ``auto`` keeps the
+    engine when it chose it, and takes fp32 where it would have run onnxruntime's int8."""
     if choice.variant != "int8" or asked not in ("auto", "onnx", "cpu"):
         return choice
-    why = ("sparse models default to fp32 on the CPU (int8 misses their quality bar, see "
-           "docs/quantization.md)")
+    if choice.backend in ("native", "wasm"):
+        why = ("sparse models run the engine's rescored SPLADE bundle (fp32 encoder, int8 "
+               "decoder made exact: it meets their quality bar, see docs/quantization.md)")
+        return BackendChoice(choice.backend, choice.variant, choice.max_batch_tokens,
+                             f"{choice.reason}; {why}" if choice.reason else why)
+    why = ("sparse models default to fp32 on onnxruntime (its int8 misses their quality bar, "
+           "see docs/quantization.md)")
     return BackendChoice("onnx", "fp32", choice.max_batch_tokens,
                          f"auto: {why}" if asked == "auto" else why)
 

@@ -246,7 +246,10 @@ assert tei[0]["index"] == 2006 and str(tei[0]["value"]).startswith("0.732"), tei
 top = splade.decode_sparse(vectors[0], top_k=3)
 assert [w for w, _ in top] == ["mat", "cat", "sat"], top
 assert [str(v)[:4] for _, v in top] == ["2.50", "2.45", "2.15"], top  # the page's "2.15…"
-assert splade.variant == "fp32"
+from edgembed.backends.native import native_available
+# the page's "the engine's rescored bundle, else fp32"
+assert (splade.backend, splade.variant) == (
+    ("native", "int8") if native_available()[0] else ("onnx", "fp32")), splade
 scores = reranker.score([("how do I reset my password", d) for d in documents])
 assert scores.shape == (3,) and str(scores.dtype) == "float32"
 assert ((scores > 0) & (scores < 1)).all()

@@ -130,16 +130,29 @@ def test_a_bare_checkpoint_is_sparse_when_the_caller_says(sp_home: Path) -> None
     assert plain.task == "embedding" and plain.dim == 32
 
 
-def test_auto_takes_fp32_and_int8_goes_to_the_engine(sp_home: Path) -> None:
-    """Sparse models default to fp32 on onnxruntime; int8, named, runs where int8 runs best
-    (the native engine when it loads, as for embeddings; test_engine_rerank_sparse.py checks
-    its vectors)."""
+def test_auto_takes_the_engine_or_fp32_and_int8_goes_to_the_engine(sp_home: Path) -> None:
+    """Sparse models run where their quality bar holds: auto takes the native engine when it
+    loads (its SPLADE bundle is the rescored one) and onnxruntime takes fp32, not its int8;
+    int8, named, runs where int8 runs best (the native engine when it loads, as for
+    embeddings; test_engine_rerank_sparse.py checks its vectors)."""
     from edgembed.backends.native import native_available
 
+    onnx = Embedder.load(model_dir("splade-bert"), backend="onnx")
+    assert (onnx.backend, onnx.variant) == ("onnx", "fp32")
+    assert onnx.backend_reason == ("sparse models default to fp32 on onnxruntime (its int8 "
+                                   "misses their quality bar, see docs/quantization.md)")
     auto = Embedder.load(model_dir("splade-bert"))
-    assert (auto.backend, auto.variant) == ("onnx", "fp32")
-    assert auto.backend_reason.endswith("sparse models default to fp32 on the CPU (int8 misses "
-                                        "their quality bar, see docs/quantization.md)")
+    if native_available()[0]:
+        assert (auto.backend, auto.variant) == ("native", "int8")
+        assert auto.backend_reason.startswith("auto: native engine")
+        assert auto.backend_reason.endswith("int8 decoder made exact: it meets their quality "
+                                            "bar, see docs/quantization.md)")
+        assert np.array_equal(auto.embed_sparse(["a cat sat"])[0].to_dense(),
+                              Embedder.load(model_dir("splade-bert"), backend="native")
+                              .embed_sparse(["a cat sat"])[0].to_dense())
+    else:
+        assert (auto.backend, auto.variant) == ("onnx", "fp32")
+        assert auto.backend_reason.startswith("auto: sparse models default to fp32")
     int8 = Embedder.load(model_dir("splade-bert"), variant="int8")
     engine = "native" if native_available()[0] else "onnx"
     assert (int8.backend, int8.variant) == (engine, "int8")
