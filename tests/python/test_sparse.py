@@ -170,6 +170,31 @@ def test_auto_takes_the_engine_or_fp32_and_int8_goes_to_the_engine(sp_home: Path
 
 
 
+def test_an_int8_bundle_in_the_cache_is_replaced_by_the_rescored_one(sp_home: Path) -> None:
+    """A SPLADE model whose cache holds its int8 engine bundle (``embed bundle --sparse int8``,
+    or one written before the rescored scheme) runs the rescored one on the engine: auto keeps
+    the engine for sparse models because the rescored bundle meets their bar, the int8 one
+    does not."""
+    from edgembed.backends.native import native_available
+    from edgembed.export import export_bundle
+    from edgembed.manifest import Manifest
+    from edgembed.sources import pull
+
+    if not native_available()[0]:
+        pytest.skip(f"needs the native engine: {native_available()[1]}")
+    record, _ = export_bundle(model_dir("splade-bert"), sparse="int8")
+    assert record["sparse"] == "int8"
+    auto = Embedder.load(model_dir("splade-bert"))
+    assert auto.backend == "native"
+    entry = Manifest.load(pull(model_dir("splade-bert")).dir).bundles["int8"]
+    assert (entry["sparse"], Path(str(entry["file"])).name) == (
+        "rescored", "splade-bert.rescored.emb")
+    rescored = Embedder.load(Path(str(entry["path"])))  # the bundle file, on the wasm engine
+    got, want = auto.embed_sparse(texts()[:8]), rescored.embed_sparse(texts()[:8])
+    for a, b in zip(got, want, strict=True):  # the same bits on every host
+        assert np.array_equal(a.indices, b.indices) and np.array_equal(a.values, b.values)
+
+
 def test_embed_bundle_sparse_rescored(sp_home: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     """``embed bundle MODEL --sparse rescored``: the fp32 encoder and word table, the int8

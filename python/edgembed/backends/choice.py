@@ -250,14 +250,18 @@ def engine_bundle(model_dir: Path, manifest: Manifest, *, write: bool) -> tuple[
     (None for a bundle found beside it but not recorded), for the engine to check the bytes it
     loads against. A recorded bundle of another format version than this engine reads is
     rewritten from the model, as is a missing one when ``write`` (the native engine's first
-    use)."""
+    use), and a SPLADE model's bundle that is not the rescored one (an int8 one misses the
+    sparse quality bar, and ``auto`` runs the engine for sparse models because the rescored
+    one meets it)."""
     from ..export.bundle import BUNDLE_VERSION
 
+    sparse = manifest.task == "sparse"
     stale = False
     for entry in manifest.bundles.values():
         f = entry.get("file") if isinstance(entry, dict) else None
         if f and (model_dir / str(f)).is_file():
-            if entry.get("format_version") == BUNDLE_VERSION:
+            if entry.get("format_version") == BUNDLE_VERSION and (
+                    not sparse or entry.get("sparse") == "rescored"):
                 sha = entry.get("sha256")
                 return model_dir / str(f), str(sha) if sha else None
             stale = True
@@ -271,5 +275,6 @@ def engine_bundle(model_dir: Path, manifest: Manifest, *, write: bool) -> tuple[
         )
     from ..export import export_bundle  # the first use, or a bundle of an older format
 
-    record, bundle = export_bundle(manifest.name, force=stale)
+    record, bundle = export_bundle(manifest.name, force=stale,
+                                   sparse="rescored" if sparse else None)
     return bundle, str(record["sha256"])
