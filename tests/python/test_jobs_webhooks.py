@@ -294,7 +294,7 @@ def test_retry_delays_follow_the_schedule_with_bounded_jitter_and_honour_retry_a
     assert retry_after_s(email.utils.formatdate(now + 90, usegmt=True), now=now) == 90.0
     assert retry_after_s(email.utils.formatdate(now - 90, usegmt=True), now=now) == 0.0
     assert retry_after_s("9999999") == 86400.0  # at most a day
-    for unreadable in (None, "", "soon", "-5", "1.5"):
+    for unreadable in (None, "", "soon", "-5", "1.5", "²", "١٢"):  # digits float refuses too
         assert retry_after_s(unreadable) is None, unreadable
 
     key = parse_secret(SECRET_1)

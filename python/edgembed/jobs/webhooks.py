@@ -192,7 +192,7 @@ def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     text = (value or "").strip()
     if not text:
         return None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit also takes "²", which float refuses
         return min(float(text), MAX_RETRY_AFTER_S)
     import email.utils
 
