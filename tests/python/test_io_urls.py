@@ -145,6 +145,9 @@ def test_store_errors_that_quote_a_credential_are_scrubbed_of_it(
         assert "Invalid value '***' for *** with ***, *** or *** at http://127.0.0.1:9 in " \
                "eu-x-1, abc" in message, message
     assert redact(f"{key}/{secret}") == "***/***"
+    # a secret across the 300th character is removed before the message is cut there
+    err = storage_error("s3://bucket/x", "read", ValueError("x" * 290 + f" {secret} tail"))
+    assert "unit-secr" not in str(err) and "x" * 290 + " *** tail" in str(err), str(err)
 
 
 def test_key_settings_give_each_key_its_prefixes_credentials_and_secret(tmp_path: Path) -> None:

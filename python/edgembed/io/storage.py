@@ -234,7 +234,7 @@ def storage_error(url: str, doing: str, exc: BaseException, hint: str | None = N
     """The one-line error for ``exc``, raised by an object store while ``doing`` (read, write,
     open) ``url``; its text holds no credential."""
     scheme = url.split("://", 1)[0].lower()
-    reason = redact(_reason(exc))
+    reason = _reason(exc)
     if isinstance(exc, PermissionError):
         check = hint or _CREDENTIALS.get(scheme, "the credentials for this store")
         return StorageDenied(f"cannot {doing} {url}: the object store refused the credentials "
@@ -259,8 +259,10 @@ _CREDENTIALS["abfs"] = _CREDENTIALS["abfss"] = _CREDENTIALS["az"]
 
 
 def _reason(exc: BaseException) -> str:
+    """The error's text on one line, secrets removed before it is cut to 300 characters (a
+    secret the cut went through would keep its first characters)."""
     text = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)).strip()
-    text = " ".join(text.split()) or type(exc).__name__
+    text = redact(" ".join(text.split())) or type(exc).__name__
     return text if len(text) <= 300 else text[:300] + "…"
 
 
