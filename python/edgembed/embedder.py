@@ -257,12 +257,15 @@ class Embedder(LoadedModel):
             return cls.from_bundle(model)
         choice = choose_backend(backend, variant, cuda=cuda_state(backend),
                                 native=native_state(backend))
-        if variant is None and task_of(model) == "sparse":
+        sparse_known = variant is None and task_of(model) == "sparse"
+        if sparse_known:
             choice = _sparse_default(choice, str(backend).lower())
         model_dir, manifest = prepare_model(model, choice.variant, progress)
-        if variant is None and manifest.task == "sparse" and choice.variant == "int8":
-            choice = _sparse_default(choice, str(backend).lower())  # a hub model, now pulled
-            model_dir, manifest = prepare_model(model, choice.variant, progress)
+        if variant is None and not sparse_known and manifest.task == "sparse":
+            again = _sparse_default(choice, str(backend).lower())  # a hub model, now pulled
+            if again.variant != choice.variant:
+                model_dir, manifest = prepare_model(model, again.variant, progress)
+            choice = again
         try:
             engine = open_backend(choice, model_dir, manifest, threads)
         except BackendUnavailable as exc:
@@ -271,6 +274,10 @@ class Embedder(LoadedModel):
             choice = choose_backend("onnx", variant, cuda=(False, str(exc)))
             choice = BackendChoice(choice.backend, choice.variant, choice.max_batch_tokens,
                                    f"auto: CPU because {exc}")
+            if variant is None and manifest.task == "sparse":  # not onnxruntime's int8
+                fp32 = _sparse_default(choice, "onnx")
+                choice = BackendChoice(fp32.backend, fp32.variant, fp32.max_batch_tokens,
+                                       f"{choice.reason}; {fp32.reason}")
             model_dir, manifest = prepare_model(model, choice.variant, progress)
             engine = open_backend(choice, model_dir, manifest, threads)
         if manifest.task == "rerank":

@@ -145,6 +145,7 @@ def test_auto_takes_the_engine_or_fp32_and_int8_goes_to_the_engine(sp_home: Path
     if native_available()[0]:
         assert (auto.backend, auto.variant) == ("native", "int8")
         assert auto.backend_reason.startswith("auto: native engine")
+        assert auto.backend_reason.count("rescored SPLADE bundle") == 1, auto.backend_reason
         assert auto.backend_reason.endswith("int8 decoder made exact: it meets their quality "
                                             "bar, see docs/quantization.md)")
         assert np.array_equal(auto.embed_sparse(["a cat sat"])[0].to_dense(),
