@@ -31,9 +31,12 @@
  *            with its own buffers; attention tasks are (sequence, head) pairs.
  *   columns  few tokens (T ≤ EMB_COLUMN_SPLIT_ROWS · W): a panel per worker would leave workers
  *            idle and make each read every weight, so each linear layer's outputs are cut into
- *            slices of EMB_COLUMN_SLICE instead (an MLP's activation and quantization run on the
- *            slice that produced them: both work per block of 32 columns), with row-wise steps
- *            for the norms, the rotary positions and the GLU product in between.
+ *            slices of EMB_COLUMN_SLICE instead (half that for a layer with few slices per
+ *            worker: run_columns). An MLP's activation and quantization run on the slice that
+ *            produced them (both work per block of 32 columns), and so do the rotary positions
+ *            of a slice of whole heads; an attention task quantizes its own head when the head
+ *            is whole blocks (task_attention_staged); row-wise steps for the norms, the GLU
+ *            product (and the rotary positions and the quantization otherwise) in between.
  * Either way every output element is computed by the same operations in the same order as with
  * one worker, so the vectors do not depend on W or on the split (tests/runtime checks it).
  */
@@ -44,6 +47,7 @@
 
 #define EMB_COLUMN_SPLIT_ROWS 8  /* per worker: below this many rows each, split columns */
 #define EMB_COLUMN_SLICE 64      /* outputs per column task: whole zmm tiles and int8 blocks */
+#define EMB_COLUMN_TASKS 4       /* slices per worker below which a layer's slices are halved */
 #define EMB_GROUPS_PER_WORKER 4  /* sequence groups: tasks per worker, so that a late one costs little */
 #define EMB_GROUP_MIN_ROWS 64    /* and rows per group at least, so that its GEMMs have full panels */
 #define EMB_MAX_GROUPS 256
@@ -65,8 +69,10 @@ typedef struct job {
     const float *xs;
     float *y;
     size_t ldy;
+    size_t slice;             /* outputs per column task */
     int ffn_up;               /* an MLP's up linear: activation and quantization of the slice into hq/hs */
     int after_ffn;            /* task_norm: 0 after the attention output, 1 after the FFN */
+    int rotary_slices;        /* a QKV column slice rotates its own heads (slices of whole heads) */
     /* sequence groups: group t is sequences group[t] .. group[t+1]-1, every layer in one task */
     size_t n_groups;
     size_t group[EMB_MAX_GROUPS + 1];
@@ -320,6 +326,21 @@ static void task_attention(void *arg, size_t t, int worker) {
     else attention_heads(jb, t, 0, heads, worker);
 }
 
+/* Column split, heads of whole blocks (head_dim a multiple of 32, so C = Cp): attention task t
+   also quantizes its own head's outputs, block by block as stage() of the whole rows would, and
+   the out projection reads them without a loop of its own in between. */
+static void task_attention_staged(void *arg, size_t t, int worker) {
+    const job *jb = arg;
+    emb_context *ctx = jb->ctx;
+    size_t heads = (size_t)jb->cf->n_heads, d = (size_t)jb->cf->head_dim, cp = (size_t)jb->cf->dim_p;
+    size_t s = t / heads, h = t % heads, r0 = (size_t)ctx->starts[s], r1 = (size_t)ctx->starts[s + 1];
+    attention_heads(jb, s, h, h + 1, worker);
+    for (size_t r = r0; r < r1; r++) {
+        size_t at = r * cp + h * d;
+        stage(jb, ctx->attn + at, 1, d, qat(jb, ctx->xq, at), ctx->xs + at / EMB_BLOCK);
+    }
+}
+
 /* The layer's rest on the panel of rows r0 .. r0+m-1, with the worker's own buffers. */
 static void ffn_rows(const job *jb, size_t r0, size_t m, int worker) {
     emb_context *ctx = jb->ctx;
@@ -392,15 +413,37 @@ static int plan_groups(job *jb, const int32_t *lengths, size_t workers) {
     return jb->n_groups >= 2 * workers && biggest * 2 * workers <= total;
 }
 
+/* Column split, QKV slices of whole heads: the rotary positions of the query and key heads in
+   columns n0 .. n1-1, for every row, right after the slice's projection. */
+static void rotate_slice(const job *jb, size_t n0, size_t n1) {
+    const emb_config *cf = jb->cf;
+    const emb_layer *L = jb->L;
+    size_t c = (size_t)cf->dim, d = (size_t)cf->head_dim, half = d / 2, ld = (size_t)cf->qkv_n;
+    if (n1 > 2 * c) n1 = 2 * c;  /* values are not rotated */
+    for (size_t t = 0; t < jb->total; t++) {
+        size_t p = (size_t)jb->ctx->pos[t];
+        const float *cs = L->rot_cos + p * half, *sn = L->rot_sin + p * half;
+        for (size_t h0 = n0; h0 < n1; h0 += d) {
+            float *v = jb->ctx->qkv + t * ld + h0;
+            for (size_t j = 0; j < half; j++) {
+                float x1 = v[j], x2 = v[j + half];
+                v[j] = x1 * cs[j] - x2 * sn[j];
+                v[j + half] = x2 * cs[j] + x1 * sn[j];
+            }
+        }
+    }
+}
+
 /* Column split: slice t of a linear layer over all T rows. */
 static void task_columns(void *arg, size_t t, int worker) {
     const job *jb = arg;
-    size_t n0 = t * EMB_COLUMN_SLICE, n1 = min_size((size_t)jb->lin->n, n0 + EMB_COLUMN_SLICE);
+    size_t n0 = t * jb->slice, n1 = min_size((size_t)jb->lin->n, n0 + jb->slice);
     size_t kk = (size_t)jb->lin->k, kb = kk / EMB_BLOCK;
     emb_linear part = {jb->lin->q ? jb->lin->q + n0 * kk : NULL, jb->lin->scale ? jb->lin->scale + n0 * kb : NULL,
                        jb->lin->bias + n0, (int32_t)(n1 - n0), jb->lin->k, jb->lin->w ? jb->lin->w + n0 * kk : NULL};
     (void)worker;
     linear(jb, jb->xq, jb->xs, jb->total, &part, jb->y + n0, jb->ldy);
+    if (jb->rotary_slices) rotate_slice(jb, n0, n1);
     if (jb->ffn_up) {
         emb_context *ctx = jb->ctx;
         size_t f = jb->ldy;  /* an MLP: up_n = Fp */
@@ -442,15 +485,22 @@ static void task_norm(void *arg, size_t t, int worker) {
     else after_attention(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
 }
 
+/* One column-split linear layer: slices of EMB_COLUMN_SLICE outputs, or half that where a layer
+   has fewer than EMB_COLUMN_TASKS slices per worker (the narrow out and down projections), so
+   that the last task of the loop, which one worker runs while the other waits, is short. */
 static void run_columns(job *jb, const emb_linear *lin, const void *xq, const float *xs, float *y, size_t ldy,
-                        int ffn_up) {
+                        int ffn_up, int rotary) {
+    size_t n = (size_t)lin->n, workers = jb->ctx->n_workers, slice = EMB_COLUMN_SLICE;
+    if (n < EMB_COLUMN_TASKS * workers * EMB_COLUMN_SLICE) slice = EMB_COLUMN_SLICE / 2;
     jb->lin = lin;
     jb->xq = xq;
     jb->xs = xs;
     jb->y = y;
     jb->ldy = ldy;
     jb->ffn_up = ffn_up;
-    emb_threads_run(jb->ctx->threads, ((size_t)lin->n + EMB_COLUMN_SLICE - 1) / EMB_COLUMN_SLICE, task_columns, jb);
+    jb->slice = slice;
+    jb->rotary_slices = rotary && slice % (size_t)jb->cf->head_dim == 0;
+    emb_threads_run(jb->ctx->threads, (n + slice - 1) / slice, task_columns, jb);
 }
 
 /* ── the forward pass ──────────────────────────────────────────────────────────────── */
@@ -483,6 +533,8 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
     jb.rows = (total + n_tasks - 1) / n_tasks;
     n_tasks = (total + jb.rows - 1) / jb.rows;
     size_t n_attention = jb.split_heads ? n_seqs * heads : n_seqs;
+    /* column split: attention tasks quantize their own head when it is whole blocks */
+    int staged_heads = columns && cf->head_dim % EMB_BLOCK == 0 && cf->dim == cf->dim_p;
 
     embed(ctx, ids, type_ids, lengths, n_seqs);
     if (workers > 1 && !columns && plan_groups(&jb, lengths, workers)) {
@@ -502,16 +554,20 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
             continue;
         }
         void *xq = ctx->xq, *hq = ctx->hq;
-        run_columns(&jb, &jb.L->qkv, xq, ctx->xs, ctx->qkv, (size_t)cf->qkv_n, 0);
-        if (jb.L->rot_cos) emb_threads_run(ctx->threads, n_tasks, task_rotary, &jb);
-        emb_threads_run(ctx->threads, n_attention, task_attention, &jb);
-        emb_threads_run(ctx->threads, n_tasks, task_quantize_attn, &jb);
-        run_columns(&jb, &jb.L->out, xq, ctx->xs, ctx->panel, cp, 0);
+        run_columns(&jb, &jb.L->qkv, xq, ctx->xs, ctx->qkv, (size_t)cf->qkv_n, 0, jb.L->rot_cos != NULL);
+        if (jb.L->rot_cos && !jb.rotary_slices) emb_threads_run(ctx->threads, n_tasks, task_rotary, &jb);
+        if (staged_heads) {
+            emb_threads_run(ctx->threads, n_attention, task_attention_staged, &jb);
+        } else {
+            emb_threads_run(ctx->threads, n_attention, task_attention, &jb);
+            emb_threads_run(ctx->threads, n_tasks, task_quantize_attn, &jb);
+        }
+        run_columns(&jb, &jb.L->out, xq, ctx->xs, ctx->panel, cp, 0, 0);
         jb.after_ffn = 0;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);
-        run_columns(&jb, &jb.L->up, xq, ctx->xs, ctx->panel, un, !cf->glu);
+        run_columns(&jb, &jb.L->up, xq, ctx->xs, ctx->panel, un, !cf->glu, 0);
         if (cf->glu) emb_threads_run(ctx->threads, n_tasks, task_glu, &jb);
-        run_columns(&jb, &jb.L->down, hq, ctx->hs, ctx->panel, cp, 0);
+        run_columns(&jb, &jb.L->down, hq, ctx->hs, ctx->panel, cp, 0, 0);
         jb.after_ffn = 1;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);
     }
