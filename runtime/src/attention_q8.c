@@ -68,7 +68,6 @@ static size_t carve(size_t n, size_t d, uint8_t *base, q8_scratch *out) {
     return at;
 }
 
-size_t emb_attention_q8_scratch(size_t n, size_t d) { return carve(n, d, NULL, NULL); }
 
 /* Codes q (rows, kp) and scales (rows, kp/32), rows a multiple of 4, into the n4k4 packing of
    a linear layer (model.h): what gemm_q8 reads as weights. */
@@ -101,7 +100,142 @@ static void gather_rows(const float *x, size_t ld, size_t col, size_t n, size_t 
     }
 }
 
+/*
+ * The whole-row path, for head sizes of whole blocks (D % 32 == 0, so Dp = D4 = D and a head's
+ * blocks are blocks of the row): the queries and keys of heads h0 .. h1-1 are quantized one
+ * token at a time, all heads in one call on the row's contiguous columns, and the values 32 keys
+ * at a time (one block of every output column); each head's codes then go to its own packed
+ * arrays by 4-byte cells. The QKV buffer is read once, row after row, instead of once per head
+ * with strided rows; the blocks and their arithmetic are the per-head path's, so are the bits.
+ */
+typedef struct rows_scratch {
+    emb_qx *qq;    /* (H, n, D) the queries' codes */
+    float *qs;     /* (H, n, D/32) */
+    int8_t *kq;    /* (H, n4/4, D/4, 4, 4) the keys packed */
+    float *ks;     /* (H, n4/4, D/32, 4) */
+    int8_t *vq;    /* (H, D/4, n32/4, 4, 4) the values packed */
+    float *vs;     /* (H, D/4, n32/32, 4) */
+    float *t;      /* (H·D, 32) one block of keys of the values, transposed */
+    emb_qx *tq;    /* (H·D, 32) its codes; also one row's codes (H·D) */
+    float *ts;     /* (H·D) its scales; also one row's scales */
+    float *s;      /* (QB, n32) scores, then probabilities */
+    emb_qx *pq;    /* (QB, n32) */
+    float *ps;     /* (QB, n32/32) */
+    float *zeros;  /* (max(n4, D)) the GEMMs' bias */
+} rows_scratch;
+
+static size_t carve_rows(size_t n, size_t d, size_t heads, uint8_t *base, rows_scratch *out) {
+    size_t n4 = pad4(n), n32 = emb_pad32(n), hd = heads * d;
+    size_t sizes[13] = {
+        hd * n * sizeof(emb_qx), hd * n / EMB_BLOCK * 4, hd * n4, hd * n4 / EMB_BLOCK * 4, hd * n32,
+        hd * n32 / EMB_BLOCK * 4, hd * EMB_BLOCK * 4, hd * EMB_BLOCK * sizeof(emb_qx), hd * 4,
+        EMB_ATTN_QB * n32 * 4, EMB_ATTN_QB * n32 * sizeof(emb_qx), EMB_ATTN_QB * n32 / EMB_BLOCK * 4,
+        max2(n4, d) * 4,
+    };
+    void *parts[13];
+    size_t at = 0;
+    for (int i = 0; i < 13; i++) {
+        parts[i] = base ? base + at : NULL;
+        at += up64(sizes[i]);
+    }
+    if (out) {
+        out->qq = parts[0], out->qs = parts[1], out->kq = parts[2], out->ks = parts[3], out->vq = parts[4];
+        out->vs = parts[5], out->t = parts[6], out->tq = parts[7], out->ts = parts[8], out->s = parts[9];
+        out->pq = parts[10], out->ps = parts[11], out->zeros = parts[12];
+    }
+    return at;
+}
+
+size_t emb_attention_q8_scratch(size_t n, size_t d, size_t heads) {
+    size_t bytes = carve(n, d, NULL, NULL);
+    return d % EMB_BLOCK == 0 ? max2(bytes, carve_rows(n, d, heads, NULL, NULL)) : bytes;
+}
+
+/* 4 codes into one cell row of a packing (int8 weights, whatever emb_qx is) */
+static inline void cell4(int8_t *dst, const emb_qx *src) {
+    if (sizeof(emb_qx) == 1) {
+        __builtin_memcpy(dst, src, 4);
+    } else {
+        for (int e = 0; e < 4; e++) dst[e] = (int8_t)src[e];
+    }
+}
+
+static void attention_rows(const emb_kernels *k, const emb_attention_args *a, size_t h0, size_t h1, void *scratch) {
+    size_t n = a->n, c = a->c, d = c / a->n_heads, ld = a->ldq, nh = h1 - h0, hd = nh * d;
+    size_t n4 = pad4(n), n32 = emb_pad32(n), nbd = d / EMB_BLOCK, kc = d / 4, vc = n32 / 4, nbk = n32 / EMB_BLOCK;
+    rows_scratch sc;
+    carve_rows(n, d, nh, scratch, &sc);
+    for (size_t i = 0; i < max2(n4, d); i++) sc.zeros[i] = 0.0f;
+    /* queries and keys, one token at a time: codes to each head's rows, keys into their cells */
+    for (size_t j = 0; j < n; j++) {
+        const float *row = a->qkv + j * ld;
+        k->quantize_rows(row + h0 * d, 1, hd, sc.tq, sc.ts);
+        for (size_t t = 0; t < nh; t++) {
+            emb_qx *dst = sc.qq + (t * n + j) * d;
+            for (size_t e = 0; e < d; e++) dst[e] = sc.tq[t * d + e];
+            for (size_t b = 0; b < nbd; b++) sc.qs[(t * n + j) * nbd + b] = sc.ts[t * nbd + b];
+        }
+        k->quantize_rows(row + c + h0 * d, 1, hd, sc.tq, sc.ts);
+        size_t g = j / 4, r = j % 4;
+        for (size_t t = 0; t < nh; t++) {
+            int8_t *kq = sc.kq + t * n4 * d + g * kc * 16 + r * 4;
+            for (size_t cc = 0; cc < kc; cc++) cell4(kq + cc * 16, sc.tq + t * d + 4 * cc);
+            float *ks = sc.ks + t * n4 * nbd + g * nbd * 4 + r;
+            for (size_t b = 0; b < nbd; b++) ks[b * 4] = sc.ts[t * nbd + b];
+        }
+    }
+    for (size_t j = n; j < n4; j++) { /* padding keys: zero codes, zero scales */
+        size_t g = j / 4, r = j % 4;
+        for (size_t t = 0; t < nh; t++) {
+            int8_t *kq = sc.kq + t * n4 * d + g * kc * 16 + r * 4;
+            for (size_t cc = 0; cc < kc; cc++) __builtin_memset(kq + cc * 16, 0, 4);
+            float *ks = sc.ks + t * n4 * nbd + g * nbd * 4 + r;
+            for (size_t b = 0; b < nbd; b++) ks[b * 4] = 0.0f;
+        }
+    }
+    /* values: 32 keys at a time, every output column's block (zeros past n) */
+    for (size_t kb = 0; kb < nbk; kb++) {
+        size_t j0 = kb * EMB_BLOCK, jn = n - j0 < EMB_BLOCK ? n - j0 : EMB_BLOCK;
+        if (jn < EMB_BLOCK) __builtin_memset(sc.t, 0, hd * EMB_BLOCK * sizeof(float)); /* one call, not hd short ones */
+        for (size_t j = 0; j < jn; j++) {
+            const float *v = a->qkv + (j0 + j) * ld + 2 * c + h0 * d;
+            for (size_t e = 0; e < hd; e++) sc.t[e * EMB_BLOCK + j] = v[e];
+        }
+        k->quantize_rows(sc.t, hd, EMB_BLOCK, sc.tq, sc.ts);
+        for (size_t t = 0; t < nh; t++) {
+            for (size_t e = 0; e < d; e++) {
+                size_t g = e / 4, r = e % 4;
+                const emb_qx *src = sc.tq + (t * d + e) * EMB_BLOCK;
+                int8_t *vq = sc.vq + t * d * n32 + (g * vc + kb * (EMB_BLOCK / 4)) * 16 + r * 4;
+                for (size_t cc = 0; cc < EMB_BLOCK / 4; cc++) cell4(vq + cc * 16, src + 4 * cc);
+                sc.vs[t * d * nbk + (g * nbk + kb) * 4 + r] = sc.ts[t * d + e];
+            }
+        }
+    }
+    float scale = 1.0f / __builtin_sqrtf((float)d);
+    for (size_t t = 0; t < nh; t++) {
+        size_t h = h0 + t;
+        const float *bias = a->bias ? a->bias + h * a->bias_ld + a->bias_mid : NULL;
+        emb_linear keys = {sc.kq + t * n4 * d, sc.ks + t * n4 * nbd, sc.zeros, (int32_t)n4, (int32_t)d, NULL};
+        emb_linear values = {sc.vq + t * d * n32, sc.vs + t * d * nbk, sc.zeros, (int32_t)d, (int32_t)n32, NULL};
+        const emb_qx *qq = sc.qq + t * n * d;
+        const float *qs = sc.qs + t * n * nbd;
+        for (size_t i0 = 0; i0 < n; i0 += EMB_ATTN_QB) {
+            size_t m = n - i0 < EMB_ATTN_QB ? n - i0 : EMB_ATTN_QB;
+            k->gemm_q8(qq + i0 * d, qs + i0 * nbd, m, &keys, sc.s, n32);
+            k->softmax_rows(sc.s, m, n, n32, i0, scale, bias, a->window);
+            k->quantize_rows(sc.s, m, n32, sc.pq, sc.ps);
+            /* N = D: the GEMM writes this head's columns of the output rows, nothing else */
+            k->gemm_q8(sc.pq, sc.ps, m, &values, a->out + i0 * a->ldo + h * d, a->ldo);
+        }
+    }
+}
+
 void emb_attention_q8(const emb_kernels *k, const emb_attention_args *a, size_t h0, size_t h1, void *scratch) {
+    if ((a->c / a->n_heads) % EMB_BLOCK == 0) {
+        attention_rows(k, a, h0, h1, scratch);
+        return;
+    }
     size_t n = a->n, c = a->c, d = c / a->n_heads, ld = a->ldq;
     size_t n4 = pad4(n), n32 = emb_pad32(n), dp = emb_pad32(d), d4 = pad4(d), nbd = dp / EMB_BLOCK;
     q8_scratch sc;

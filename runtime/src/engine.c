@@ -686,7 +686,7 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
     size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
     int mlm = cf->head == EMB_HEAD_MLM;
-    if (cf->attention_q8) scratch = (emb_attention_q8_scratch(max_seq, (size_t)cf->head_dim) + 63) / 64 * 16;
+    if (cf->attention_q8) scratch = (emb_attention_q8_scratch(max_seq, (size_t)cf->head_dim, (size_t)cf->n_heads) + 63) / 64 * 16;
     size_t pool = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */

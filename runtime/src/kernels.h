@@ -173,10 +173,10 @@ static inline size_t emb_attention_scratch(size_t n, size_t d) { return (d + 4) 
  * P·V are int8 GEMMs with a scale per row and block of 32 (queries and keys blocked along D,
  * probabilities and values along the keys), the softmax k->softmax_rows in fp32. Every set
  * gives the reference's bits because it is made of kernels that do. scratch: at least
- * emb_attention_q8_scratch(n, D) bytes, 64-byte aligned.
+ * emb_attention_q8_scratch(n, D, H) bytes (H: the heads of a call, at most n_heads), 64-byte aligned.
  */
 void emb_attention_q8(const emb_kernels *k, const emb_attention_args *a, size_t h0, size_t h1, void *scratch);
-size_t emb_attention_q8_scratch(size_t n, size_t d);
+size_t emb_attention_q8_scratch(size_t n, size_t d, size_t heads);
 
 #if EMB_KERNELS == EMB_KERNELS_NATIVE
 /* The native kernel sets. Each file defines its table on every architecture; a set for another

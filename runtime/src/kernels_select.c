@@ -136,7 +136,7 @@ static int check_float_kernels(const emb_kernels *k, check_rng *r) {
         }
         emb_dealloc(sc);
         /* the int8 attention (its softmax, and the GEMM and quantization on these shapes) */
-        size_t bytes = emb_attention_q8_scratch(n, c / h);
+        size_t bytes = emb_attention_q8_scratch(n, c / h, h);
         sc = ok ? emb_alloc(bytes) : NULL;
         ok = ok && sc;
         if (ok) {

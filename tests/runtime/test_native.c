@@ -200,7 +200,7 @@ static void test_attention_q8(const emb_kernels *k) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t n = shapes[s][0], c = shapes[s][1], h = shapes[s][2], window = shapes[s][3];
         size_t n32 = emb_pad32(n), ldq = 3 * c + (s % 3) * 5, ldo = c + (s % 2) * 7, bias_ld = 2 * n + 15;
-        size_t bytes = emb_attention_q8_scratch(n, c / h);
+        size_t bytes = emb_attention_q8_scratch(n, c / h, h);
         float *qkv = malloc(4 * n * ldq), *o1 = malloc(4 * n * ldo), *o2 = malloc(4 * n * ldo);
         float *bias = malloc(4 * h * bias_ld), *s1 = malloc(4 * 5 * n32), *s2 = malloc(4 * 5 * n32);
         void *sc = aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -246,7 +246,7 @@ static void test_attention_q8_close(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t n = shapes[s][0], c = shapes[s][1], h = shapes[s][2], ld = 3 * c;
         float *qkv = malloc(4 * n * ld), *o1 = malloc(4 * n * c), *o2 = malloc(4 * n * c);
-        size_t bytes = emb_attention_q8_scratch(n, c / h);
+        size_t bytes = emb_attention_q8_scratch(n, c / h, h);
         float *sc = malloc(4 * emb_attention_scratch(n, c / h));
         void *sq = aligned_alloc(64, (bytes + 63) / 64 * 64);
         for (size_t i = 0; i < n * ld; i++) qkv[i] = frand(-2.0f, 2.0f);
