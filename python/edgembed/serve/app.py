@@ -59,7 +59,6 @@ from .shared import (
     DESCRIPTIONS,
     EMBED_STATUSES,
     PRIORITY_HEADER,
-    WAITING_BATCHES,
     Deadline,
     Priority,
     ServerState,
@@ -67,6 +66,7 @@ from .shared import (
     embed_texts,
     json_response,
     openai_errors,
+    queue_tokens,
     with_retry_after,
 )
 
@@ -110,7 +110,7 @@ def create_app(model: ServedModel, settings: ServeSettings | None = None) -> Fas
             max_wait_ms=(state.batcher.config.bulk_latency_target_ms if settings.shed
                          else math.inf),
             capacity_tokens=settings.fair_tokens,
-            max_waiting_tokens=settings.max_queue_tokens or WAITING_BATCHES * budget,
+            max_waiting_tokens=queue_tokens(settings, budget, model.max_length),
             slice_tokens=settings.slice_tokens,
             workers=settings.workers,
         )

@@ -185,7 +185,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="tokens in the batcher that API keys share fairly (default: 4 "
                             "batches per worker)")
     batch.add_argument("--max-queue-tokens", type=_arg(_positive_int), default=None,
-                       help="tokens waiting for their share before 429 (default: 64 batches)")
+                       help="tokens of admitted requests not yet computed before 429, "
+                            "unsent slices included; a request over it alone is 413 (default: "
+                            "64 batches more than one request of --max-inputs long texts)")
 
     limits = p.add_argument_group("limits")
     limits.add_argument("--max-inputs", type=_arg(_positive_int), default=d.max_inputs,

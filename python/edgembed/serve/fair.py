@@ -32,9 +32,13 @@ keys that have work there or waiting; more waits at the gate, and the keys that 
 in turn as tokens come back (within a key, its earlier requests first). A key with nothing in
 the batcher always passes, so a light user never waits behind a heavy one, and a key with ten
 large requests gets the share of a key with one. With API keys off every request shares one
-key. A request that would wait is admitted by its tokens: refused at once (429) when the tokens
-ahead of it would take longer than the bulk latency target to compute, or pass
-``max_waiting_tokens``.
+key. A request that passes the gate is admitted by its tokens, all of them: it reserves its
+whole token count at arrival and gives it back slice by slice as its slices are computed (the
+rest at once when it fails, is cancelled or its client goes away). It is refused at once (429)
+when the reservations with its own would pass ``max_waiting_tokens``, or when the tokens ahead
+of it (its key's earlier requests, and the other keys' turns while it runs) would take longer
+than the bulk latency target to compute; a request that alone is over ``max_waiting_tokens`` is
+refused with 413, since waiting would not help.
 
 Everything here runs on the server's event loop (no locks).
 """
@@ -43,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import functools
 import itertools
 import time
 from collections import OrderedDict
@@ -53,9 +56,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DeadlineExceeded, Overloaded
+from ..errors import DeadlineExceeded, LimitExceeded, Overloaded
 
-__all__ = ["DEPTH", "FairGate", "Slicer", "next_stop", "plan_slices"]
+__all__ = ["DEPTH", "FairGate", "Reservation", "Slicer", "next_stop", "plan_slices"]
 
 DEPTH = 1  # slices per worker in the batcher (default share): the one that runs
 _RETRY_CAP_S = 1.0
@@ -97,6 +100,35 @@ class _Key:
     waiting: list[_Waiter] = field(default_factory=list)  # by order, then first come
 
 
+class Reservation:
+    """One admitted request's tokens, counted against the gate's limits until they are given
+    back: in parts with :meth:`release` (a slice computed), the rest with :meth:`close` or at
+    the end of a ``with`` block. It never gives back more than it holds, so releasing twice,
+    or after closing, changes nothing."""
+
+    __slots__ = ("_gate", "held", "key")
+
+    def __init__(self, gate: FairGate, key: str, tokens: int) -> None:
+        self._gate = gate
+        self.key = key
+        self.held = int(tokens)
+
+    def release(self, tokens: int) -> None:
+        n = min(int(tokens), self.held)
+        if n > 0:
+            self.held -= n
+            self._gate._unreserve(self.key, n)
+
+    def close(self) -> None:
+        self.release(self.held)
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 class FairGate:
     """Per-key shares of the tokens in the batcher (see the module docstring)."""
 
@@ -105,6 +137,8 @@ class FairGate:
         self.max_waiting = int(max_waiting_tokens)
         self.total = 0  # tokens passed and not yet released
         self.waiting_tokens = 0
+        self.reserved = 0  # tokens of admitted requests not yet computed (Reservation)
+        self._reserved: dict[str, int] = {}  # the same, per key
         self._keys: OrderedDict[str, _Key] = OrderedDict()  # order: whose turn comes next
 
     def active_keys(self) -> int:
@@ -119,28 +153,53 @@ class FairGate:
         return (k.outstanding + tokens <= self._share()
                 and self.total + tokens <= self.capacity)
 
-    def admit(self, tokens: int, ms_per_token: float, max_wait_ms: float) -> None:
-        """Admit a request by tokens, or refuse it at once (Overloaded).
+    def admit(self, key: str, tokens: int, ms_per_token: float,
+              max_wait_ms: float) -> Reservation:
+        """Admit a request of ``tokens`` for ``key`` and reserve them, or refuse it at once.
 
-        Refused: when the tokens waiting at the gate would pass ``max_waiting_tokens``, or
-        when the tokens ahead of it (waiting, and in the batcher) would take longer than
-        ``max_wait_ms`` to compute at ``ms_per_token``. A request is always admitted when
-        nothing waits: under overload a request is answered 429 at once, never by a wait.
+        Refused with Overloaded (429): when the reservations of the requests admitted before it,
+        with its own, would pass ``max_waiting_tokens``, or when the tokens ahead of it would
+        take longer than ``max_wait_ms`` to compute at ``ms_per_token``. Ahead of it are its
+        key's reservations (within a key, earlier requests first) and, of each other key's, as
+        many as its own tokens (the keys are served in turn while it runs). Refused with
+        LimitExceeded (413) when it alone is over ``max_waiting_tokens``. A request that fits
+        is always admitted when nothing is reserved: under overload a request is answered at
+        once, never by a wait.
         """
-        if not self.waiting_tokens:
-            return
-        wait_ms = (self.waiting_tokens + self.total) * ms_per_token
-        if self.waiting_tokens + tokens > self.max_waiting:
-            why = (f"the server has {self.waiting_tokens:,} tokens waiting, over its limit "
-                   f"of {self.max_waiting:,} (--max-queue-tokens)")
-        elif wait_ms > max_wait_ms:
-            why = (f"the {self.waiting_tokens + self.total:,} tokens ahead of this request "
-                   f"take about {wait_ms:,.0f} ms, over the bulk latency target of "
-                   f"{max_wait_ms:g} ms")
+        if tokens > self.max_waiting:
+            raise LimitExceeded(
+                f"this request has {tokens:,} tokens, over the limit of {self.max_waiting:,} "
+                "tokens the server admits at once (--max-queue-tokens); split it into "
+                f"requests of at most {self.max_waiting:,} tokens")
+        if self.reserved:
+            ahead = self._reserved.get(key, 0) + sum(
+                min(n, tokens) for k, n in self._reserved.items() if k != key)
+            wait_ms = ahead * ms_per_token
+            over = self.reserved + tokens - self.max_waiting
+            why = None
+            if over > 0:
+                why = (f"the server holds {self.reserved:,} tokens of admitted requests; with "
+                       f"this request's {tokens:,} they would pass its limit of "
+                       f"{self.max_waiting:,} (--max-queue-tokens)")
+                retry = over * ms_per_token / 1000.0
+            elif wait_ms > max_wait_ms:
+                why = (f"the {ahead:,} tokens ahead of this request take about "
+                       f"{wait_ms:,.0f} ms, over the bulk latency target of {max_wait_ms:g} ms")
+                retry = (wait_ms - max_wait_ms) / 1000.0
+            if why is not None:
+                retry = min(max(1.0, retry), 60.0)
+                raise Overloaded(f"{why}; retry after {retry:.1f} s", retry_after=retry)
+        self.reserved += tokens
+        self._reserved[key] = self._reserved.get(key, 0) + tokens
+        return Reservation(self, key, tokens)
+
+    def _unreserve(self, key: str, tokens: int) -> None:
+        self.reserved -= tokens
+        left = self._reserved.get(key, 0) - tokens
+        if left > 0:
+            self._reserved[key] = left
         else:
-            return
-        retry = min(max(1.0, (wait_ms - max_wait_ms) / 1000.0), 60.0)
-        raise Overloaded(f"{why}; retry after {retry:.1f} s", retry_after=retry)
+            self._reserved.pop(key, None)
 
     async def acquire(self, key: str, tokens: int, timeout_s: float | None = None,
                       order: int = 0) -> None:
@@ -276,12 +335,16 @@ class Slicer:
             # plans its latency from the tokens ahead of it; the gate holds the rest.
             return await self._send(None, texts, counts, priority, deadline_ms, started, True)
         tokens = sum(counts)
-        self.gate.admit(tokens, self._ms_per_token, self.max_wait_ms)
-        order = next(self._arrivals)
-        if whole:
-            await self._turn(key, tokens, deadline_ms, started, order)
-            return await self._send(key, texts, counts, priority, deadline_ms, started, True)
-        return await self._sliced(key, texts, counts, deadline_ms, started, order)
+        # Reserved whole at arrival, so a sliced request's unsent slices count against the
+        # limits too; given back as its slices end, and the rest when it ends, however.
+        with self.gate.admit(key, tokens, self._ms_per_token, self.max_wait_ms) as reserved:
+            order = next(self._arrivals)
+            if whole:
+                await self._turn(key, tokens, deadline_ms, started, order)
+                return await self._send(key, texts, counts, priority, deadline_ms, started,
+                                        True)
+            return await self._sliced(key, texts, counts, deadline_ms, started, order,
+                                      reserved)
 
     async def _sliced(
         self,
@@ -291,11 +354,14 @@ class Slicer:
         deadline_ms: float | None,
         started: float,
         order: int,
+        reserved: Reservation,
     ) -> Any:
         """A request of several slices, in the bulk lane. Each slice is cut when it is its
         turn to be sent (sized from the cost model then); the slices sent are computed while
         the next one waits at the gate. The first slice that fails fails the request, and the
-        others are withdrawn."""
+        others are withdrawn. Each slice's tokens go back to the gate, and out of
+        ``reserved``, once, when it ends; those of a turn the gate gave but that was never
+        sent, when the turn ends, whatever cancelled it and however often."""
         out: Any = None
 
         async def run(a: int, b: int) -> None:
@@ -314,14 +380,15 @@ class Slicer:
 
         sent: list[asyncio.Future[None]] = []
         turn: asyncio.Future[None] | None = None
-        taken = 0
+        hold: _Hold | None = None
         try:
             start = 0
             while start < len(texts):
                 stop = next_stop(counts, start, self.slice_tokens())
-                taken = sum(counts[start:stop])
+                hold = _Hold(self.gate, key, sum(counts[start:stop]), reserved)
                 turn = asyncio.ensure_future(
-                    self._turn(key, taken, deadline_ms, started, order))
+                    self._turn(key, hold.tokens, deadline_ms, started, order))
+                turn.add_done_callback(hold.turn_ended)
                 while not turn.done():  # its turn, unless a slice sent before it fails
                     await asyncio.wait([turn, *(t for t in sent if not t.done())],
                                        return_when=asyncio.FIRST_COMPLETED)
@@ -331,34 +398,27 @@ class Slicer:
                 # it were computed). A slice never grows past what the gate let through.
                 now_stop = next_stop(counts, start, self.slice_tokens())
                 if now_stop < stop:
-                    freed = sum(counts[now_stop:stop])
-                    self.gate.release(key, freed)
-                    taken -= freed
+                    hold.shrink(sum(counts[now_stop:stop]))
                     stop = now_stop
                 task = asyncio.ensure_future(run(start, stop))
-                # The tokens go back when the slice ends, even if it is withdrawn unstarted.
-                task.add_done_callback(functools.partial(self._give_back, key, taken))
+                hold.hand_over(task)  # its tokens go back when it ends, even withdrawn unstarted
                 sent.append(task)
-                turn = None
+                turn = hold = None
                 start = stop
             await asyncio.gather(*sent)
         except BaseException:
-            if turn is not None:
-                if not turn.done():
-                    # Cancelled just after the gate let it through, asyncio.wait_for (3.11)
-                    # returns instead of raising: the turn then ends as taken, not cancelled.
-                    turn.cancel()
-                    await asyncio.gather(turn, return_exceptions=True)
-                if not turn.cancelled() and turn.exception() is None:
-                    self.gate.release(key, taken)  # let through, never sent
+            # No await before every token has an owner that gives it back: a cancellation
+            # that arrives while this cleans up (a client gone, then the server shutting down)
+            # cannot skip it.
+            if turn is not None and hold is not None:
+                turn.cancel()  # a turn that ends as taken anyway gives its tokens back
+                hold.abandon(turn)
             for t in sent:
                 t.cancel()
-            await asyncio.gather(*sent, return_exceptions=True)
+            await asyncio.gather(*sent, *(t for t in (turn,) if t is not None),
+                                 return_exceptions=True)
             raise
         return out
-
-    def _give_back(self, key: str, tokens: int, _: object) -> None:
-        self.gate.release(key, tokens)
 
     async def _turn(self, key: str, tokens: int, deadline_ms: float | None, started: float,
                     order: int) -> None:
@@ -408,6 +468,49 @@ class Slicer:
         finally:
             if key is not None:
                 self.gate.release(key, sum(counts))
+
+
+class _Hold:
+    """The tokens one slice takes at the gate, given back exactly once: by the slice's task
+    when it ends, or, when its turn is abandoned before the slice is sent, by the turn when it
+    ends taken (asyncio.wait_for of Python 3.11 may return when cancelled just as the gate let
+    it through) or at once when it had already been taken."""
+
+    __slots__ = ("_abandoned", "_gate", "_key", "_released", "_reserved", "_taken", "tokens")
+
+    def __init__(self, gate: FairGate, key: str, tokens: int, reserved: Reservation) -> None:
+        self._gate = gate
+        self._key = key
+        self.tokens = tokens
+        self._reserved = reserved
+        self._taken = self._abandoned = self._released = False
+
+    def turn_ended(self, turn: asyncio.Future[None]) -> None:
+        if not turn.cancelled() and turn.exception() is None:
+            self._taken = True  # a turn that failed or was cancelled gave back what it took
+        if self._abandoned:
+            self._release()
+
+    def shrink(self, tokens: int) -> None:
+        """The slice is cut shorter than its turn: ``tokens`` go back to the gate now (they
+        stay reserved: a later slice sends them)."""
+        self._gate.release(self._key, tokens)
+        self.tokens -= tokens
+
+    def hand_over(self, task: asyncio.Future[None]) -> None:
+        self._taken = True
+        task.add_done_callback(lambda _: self._release())
+
+    def abandon(self, turn: asyncio.Future[None]) -> None:
+        self._abandoned = True
+        if turn.done():
+            self.turn_ended(turn)  # or later, by its callback; it gives back once either way
+
+    def _release(self) -> None:
+        if self._taken and not self._released:
+            self._released = True
+            self._gate.release(self._key, self.tokens)
+            self._reserved.release(self.tokens)
 
 
 def _raise_first_failure(sent: Sequence[asyncio.Future[None]]) -> None:

@@ -55,13 +55,13 @@ from .limits import check_inputs
 from .model import ServedModel
 from .shared import (
     INLINE_CHARS,
-    WAITING_BATCHES,
     Deadline,
     Priority,
     ServerState,
     compact_json,
     json_response,
     openai_errors,
+    queue_tokens,
     tei_errors,
     with_retry_after,
 )
@@ -227,7 +227,7 @@ class ServedHead:
             latency_target_ms=s.latency_target_ms,
             max_wait_ms=batcher.config.bulk_latency_target_ms if s.shed else math.inf,
             capacity_tokens=s.fair_tokens,
-            max_waiting_tokens=s.max_queue_tokens or WAITING_BATCHES * budget,
+            max_waiting_tokens=queue_tokens(s, budget, self.max_length),
             slice_tokens=s.slice_tokens, workers=s.workers)
 
     async def aclose(self) -> None:

@@ -129,8 +129,10 @@ class ServeSettings:
     Sharing (``fair.py``): a request over ``slice_tokens`` (``None``: what the cost model,
     with its margin, says a batch computes in half the latency target, sized again for each
     slice) runs in slices; each API key's share of ``fair_tokens`` in the batcher (``None``:
-    one slice per worker); ``max_queue_tokens``
-    waiting for a share before 429 (``None``: 64 batches).
+    one slice per worker); ``max_queue_tokens`` of admitted requests not yet computed (each
+    request reserves all its tokens at arrival, its unsent slices included) before 429, and a
+    request over it alone 413 (``None``: 64 batches more than one request of ``max_inputs``
+    texts at the model's max length).
 
     Slow clients: a request's headers must arrive within ``read_timeout_s``, and its body at
     16 KiB/s on average after that (else 408; ``protocol.py``).

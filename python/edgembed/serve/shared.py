@@ -34,7 +34,8 @@ MAX_DEADLINE_MS = 3_600_000.0
 # responses with more values than INLINE_VALUES.
 INLINE_CHARS = 4096
 INLINE_VALUES = 16384
-# The tokens that may wait at the fair gate (fair.py) before a 429, in batches of the budget.
+# The tokens admitted at the fair gate (fair.py) and not yet computed before a 429, in batches
+# of the budget, besides one request of the largest size (queue_tokens).
 WAITING_BATCHES = 64
 
 Priority = Annotated[
@@ -162,6 +163,14 @@ async def embed_texts(
     tokens = sum(counts)
     metrics.embedded(len(items), tokens)
     return vectors, tokens
+
+
+def queue_tokens(settings: ServeSettings, budget: int, max_length: int) -> int:
+    """``--max-queue-tokens``, or by default room for ``WAITING_BATCHES`` batches besides one
+    request of ``--max-inputs`` texts at the model's max length: on an idle server, every
+    request within the other limits is admitted, and one such request never fills the queue."""
+    return (settings.max_queue_tokens
+            or WAITING_BATCHES * budget + settings.max_inputs * max_length)
 
 
 def compact_json(payload: Any) -> bytes:

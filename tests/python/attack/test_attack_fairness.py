@@ -220,3 +220,52 @@ def test_each_key_gets_a_fair_share(server: BackgroundServer, embedder: Embedder
     np.testing.assert_allclose(vectors["light"], embedder.embed(light), atol=1e-6)
     for j in range(4):
         np.testing.assert_allclose(vectors[f"heavy{j}"], embedder.embed(heavy[j]), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def queue_limited(embedder: Embedder) -> Iterator[tuple[BackgroundServer, list[str], list[str],
+                                                         int]]:
+    # The queue holds NEXT and half of RUNNING: while RUNNING has more than half its tokens
+    # reserved (not computed), NEXT does not fit beside it, although it fits beside the
+    # slices of RUNNING that are in the batcher or wait at the gate.
+    model = ServedModel.from_embedder(embedder)
+    running, nxt = long_texts("running", 48), long_texts("next", 24)
+    limit = (sum(model.tokens(nxt, truncate=True))
+             + sum(model.tokens(running, truncate=True)) // 2)
+    settings = ServeSettings(api_keys=(KEY_BULK, KEY_OTHER), latency_target_ms=200,
+                             shed=False, max_queue_tokens=limit)
+    with BackgroundServer(create_app(model, settings), settings) as s:
+        yield s, running, nxt, limit
+
+
+def test_a_request_counts_its_unsent_slices_against_the_queue(
+        queue_limited: tuple[BackgroundServer, list[str], list[str], int]) -> None:
+    server, running, nxt, limit = queue_limited
+    state = server.app.state.edgembed
+    before = state.batcher.stats().batches
+    t, result = bulk_in_background(server.url, KEY_BULK, running)
+    while state.batcher.stats().batches == before:  # its first slice is being computed
+        time.sleep(0.002)
+    with httpx.Client(base_url=server.url, timeout=60,
+                      headers={"Authorization": f"Bearer {KEY_OTHER}"}) as c:
+        r = c.post("/v1/embeddings", json={"input": nxt})
+        # Its slices not yet sent are reserved: counting only the slice in the batcher and
+        # the one at the gate, the server would have queued both requests whole.
+        assert r.status_code == 429, r.text[:300]
+        assert "--max-queue-tokens" in r.json()["error"]["message"]
+        assert int(r.headers["Retry-After"]) >= 1
+        t.join(300)
+        assert result["status"] == 200, result["body"]
+        for _ in range(1000):  # the last slice's tokens go back on the server's loop
+            if state.slicer.gate.reserved == 0:
+                break
+            time.sleep(0.01)
+        assert state.slicer.gate.reserved == 0 and state.slicer.gate.total == 0
+        r = c.post("/v1/embeddings", json={"input": nxt})  # the queue is free again
+        assert r.status_code == 200, r.text
+        # One over the limit by itself cannot wait its way in: 413, saying what to do.
+        r = c.post("/embed", json={"inputs": nxt * 3}, headers={"X-Edgembed-Priority": "bulk"})
+        assert r.status_code == 413, r.text
+        assert (f"limit of {limit:,} tokens" in r.json()["error"]
+                and "split it into requests" in r.json()["error"])
+    assert state.slicer.gate.reserved == 0
