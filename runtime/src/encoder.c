@@ -35,8 +35,9 @@
  *            worker: run_columns). An MLP's activation and quantization run on the slice that
  *            produced them (both work per block of 32 columns), and so do the rotary positions
  *            of a slice of whole heads; an attention task quantizes its own head when the head
- *            is whole blocks (task_attention_staged); row-wise steps for the norms, the GLU
- *            product (and the rotary positions and the quantization otherwise) in between.
+ *            is whole blocks (task_attention_staged), and a GLU of whole blocks computes its
+ *            product on its up projection's slices (task_glu_columns); row-wise steps for the
+ *            norms (and the rest otherwise) in between.
  * Either way every output element is computed by the same operations in the same order as with
  * one worker, so the vectors do not depend on W or on the split (tests/runtime checks it).
  */
@@ -434,6 +435,30 @@ static void rotate_slice(const job *jb, size_t n0, size_t n1) {
     }
 }
 
+/* Column split, a GLU of whole blocks (F a multiple of 32): slice t is columns n0 .. n1-1 of
+   the up projection's input half and the same columns of its gate half, then act(in) · gate
+   quantized into hq, element for element as ffn_hidden() does on whole rows. */
+static void task_glu_columns(void *arg, size_t t, int worker) {
+    const job *jb = arg;
+    emb_context *ctx = jb->ctx;
+    const emb_linear *lin = jb->lin;
+    size_t f = (size_t)jb->cf->ffn_dim, un = (size_t)jb->cf->up_n, kk = (size_t)lin->k, kb = kk / EMB_BLOCK;
+    size_t n0 = t * jb->slice, n1 = min_size(f, n0 + jb->slice);
+    (void)worker;
+    for (size_t part = 0; part <= f; part += f) {  /* the input half, then the gate half */
+        size_t a = part + n0;
+        emb_linear cols = {lin->q ? lin->q + a * kk : NULL, lin->scale ? lin->scale + a * kb : NULL, lin->bias + a,
+                           (int32_t)(n1 - n0), lin->k, lin->w ? lin->w + a * kk : NULL};
+        linear(jb, jb->xq, jb->xs, jb->total, &cols, jb->y + a, un);
+    }
+    for (size_t r = 0; r < jb->total; r++) {
+        float *ur = jb->y + r * un, *hr = (float *)jb->ctx->hidden + r * f;
+        activation(jb, ur + n0, n1 - n0);
+        for (size_t j = n0; j < n1; j++) hr[j] = ur[j] * ur[f + j];
+        stage(jb, hr + n0, 1, n1 - n0, qat(jb, ctx->hq, r * f + n0), ctx->hs + r * (f / EMB_BLOCK) + n0 / EMB_BLOCK);
+    }
+}
+
 /* Column split: slice t of a linear layer over all T rows. */
 static void task_columns(void *arg, size_t t, int worker) {
     const job *jb = arg;
@@ -485,13 +510,16 @@ static void task_norm(void *arg, size_t t, int worker) {
     else after_attention(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
 }
 
+static size_t column_slice(const job *jb, size_t n) {
+    return n < EMB_COLUMN_TASKS * jb->ctx->n_workers * EMB_COLUMN_SLICE ? EMB_COLUMN_SLICE / 2 : EMB_COLUMN_SLICE;
+}
+
 /* One column-split linear layer: slices of EMB_COLUMN_SLICE outputs, or half that where a layer
    has fewer than EMB_COLUMN_TASKS slices per worker (the narrow out and down projections), so
    that the last task of the loop, which one worker runs while the other waits, is short. */
 static void run_columns(job *jb, const emb_linear *lin, const void *xq, const float *xs, float *y, size_t ldy,
                         int ffn_up, int rotary) {
-    size_t n = (size_t)lin->n, workers = jb->ctx->n_workers, slice = EMB_COLUMN_SLICE;
-    if (n < EMB_COLUMN_TASKS * workers * EMB_COLUMN_SLICE) slice = EMB_COLUMN_SLICE / 2;
+    size_t n = (size_t)lin->n, slice = column_slice(jb, n);
     jb->lin = lin;
     jb->xq = xq;
     jb->xs = xs;
@@ -501,6 +529,17 @@ static void run_columns(job *jb, const emb_linear *lin, const void *xq, const fl
     jb->slice = slice;
     jb->rotary_slices = rotary && slice % (size_t)jb->cf->head_dim == 0;
     emb_threads_run(jb->ctx->threads, (n + slice - 1) / slice, task_columns, jb);
+}
+
+/* A GLU's up projection and product in one loop (task_glu_columns), its F columns in slices. */
+static void run_glu_columns(job *jb) {
+    size_t f = (size_t)jb->cf->ffn_dim;
+    jb->lin = &jb->L->up;
+    jb->xq = jb->ctx->xq;
+    jb->xs = jb->ctx->xs;
+    jb->y = jb->ctx->panel;
+    jb->slice = column_slice(jb, f);
+    emb_threads_run(jb->ctx->threads, (f + jb->slice - 1) / jb->slice, task_glu_columns, jb);
 }
 
 /* ── the forward pass ──────────────────────────────────────────────────────────────── */
@@ -535,6 +574,8 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
     size_t n_attention = jb.split_heads ? n_seqs * heads : n_seqs;
     /* column split: attention tasks quantize their own head when it is whole blocks */
     int staged_heads = columns && cf->head_dim % EMB_BLOCK == 0 && cf->dim == cf->dim_p;
+    /* and a GLU of whole blocks computes its product on the slices of its up projection */
+    int glu_columns = columns && cf->glu && cf->ffn_dim % EMB_BLOCK == 0;
 
     embed(ctx, ids, type_ids, lengths, n_seqs);
     if (workers > 1 && !columns && plan_groups(&jb, lengths, workers)) {
@@ -565,8 +606,12 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
         run_columns(&jb, &jb.L->out, xq, ctx->xs, ctx->panel, cp, 0, 0);
         jb.after_ffn = 0;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);
-        run_columns(&jb, &jb.L->up, xq, ctx->xs, ctx->panel, un, !cf->glu, 0);
-        if (cf->glu) emb_threads_run(ctx->threads, n_tasks, task_glu, &jb);
+        if (glu_columns) {
+            run_glu_columns(&jb);
+        } else {
+            run_columns(&jb, &jb.L->up, xq, ctx->xs, ctx->panel, un, !cf->glu, 0);
+            if (cf->glu) emb_threads_run(ctx->threads, n_tasks, task_glu, &jb);
+        }
         run_columns(&jb, &jb.L->down, hq, ctx->hs, ctx->panel, cp, 0, 0);
         jb.after_ffn = 1;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);

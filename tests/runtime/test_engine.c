@@ -872,6 +872,14 @@ static void check_model(const model_case *mc) {
             same &= vectors_equal(want, got, dim * NS);
             run(kc, ids + 1, lens + 1, 1, ty ? ty + 1 : NULL, pr ? pr + 1 : NULL, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got, dim);
             same &= vectors_equal(want + dim, got, dim);
+            /* each short sequence alone: with 2-3 threads, the column split */
+            size_t o = 0;
+            for (int s = 0; s < NS; o += (size_t)lens[s], s++) {
+                if (lens[s] > 16) continue;
+                run(kc, ids + o, lens + s, 1, ty ? ty + o : NULL, pr ? pr + s : NULL, EMB_OUTPUT_EMBEDDING, 0, -1, -1, got,
+                    dim);
+                same &= vectors_equal(want + (size_t)s * dim, got, dim);
+            }
             tried++;
             emb_context_free(kc);
         }
@@ -1034,7 +1042,10 @@ static void test_features(void) {
     cases[n++] = (model_case){"modernbert-int8-attention", s};
     s.attention = NULL, s.linear_bias = 1, s.no_ffn_bias = 1, s.norm_bias = 1;  /* attention biases only */
     cases[n++] = (model_case){"modernbert-attention-bias", s};
-    s = cases[n - 1].sp;  /* the same with head size 26 and a window wider than the sequences */
+    s = cases[n - 1].sp;  /* heads and GLU of whole blocks (D = 32, F = 96): the column split's own paths */
+    s.c = 64, s.heads = 2, s.f = 96;
+    cases[n++] = (model_case){"modernbert-blocks", s};
+    s = cases[n - 2].sp;  /* the same with head size 26 and a window wider than the sequences */
     s.c = 52, s.heads = 2, s.f = 33, s.window = 64, s.pooling = "mean_sqrt_len_tokens", s.act = "relu";
     cases[n++] = (model_case){"modernbert-ragged", s};
     s.attention = "int8";
