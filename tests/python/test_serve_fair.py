@@ -3,8 +3,8 @@ real slicer and a real adaptive batcher (its target a function that waits to be 
 that the tests decide when each slice ends): a request reserves all its tokens at arrival,
 its unsent slices included, and gives them back slice by slice; a request alone over the
 limit is refused with 413, one that does not fit beside the others with 429; and every way a
-request can end (computed, failed, cancelled, cancelled again while it cleans up) gives every
-token back exactly once.
+request can end (computed, a slice failed, its deadline passed, cancelled, cancelled again
+while it cleans up) gives every token back exactly once.
 """
 
 from __future__ import annotations
@@ -32,12 +32,15 @@ class Held:
         self.go = threading.Semaphore(0)
         self.started = threading.Semaphore(0)
         self.batches = 0
+        self.fail_on: str | None = None  # a text that makes its batch fail
 
     def __call__(self, texts: list[str]) -> Any:
         self.batches += 1
         self.started.release()
         if not self.go.acquire(timeout=30):
             raise RuntimeError("the test never let the batch go")
+        if self.fail_on in texts:
+            raise RuntimeError(f"the engine failed on {self.fail_on!r}")
         return np.ones((len(texts), 4), dtype=np.float32)
 
 
@@ -200,6 +203,16 @@ def test_a_failed_or_cancelled_request_gives_back_the_rest(
         target.go.release()
         await blocker
         await settle(gate)
+        # A slice that fails (the engine raised) fails the request; the slices after it are
+        # never sent, and the next request waits behind nothing.
+        target.fail_on = "broken 2"
+        broken = embed(slicer, "a", texts("broken", 6))
+        for _ in range(3):
+            target.go.release()
+        with pytest.raises(Exception, match="failed on 'broken 2'"):
+            await broken
+        await settle(gate)
+        assert target.batches == 1 + 1 + 3  # gone, blocker, broken 0..2
 
     asyncio.run(main())
 
