@@ -100,9 +100,9 @@ static inline __attribute__((always_inline)) void gemm_tile(const int16_t *xq, c
             size_t cell = (b * (EMB_BLOCK / 4) + (size_t)j) * 16;
             v128_t wl[2], wh[2];
             for (int g = 0; g < NG; g++) {
-                v128_t c = wasm_v128_load((g ? w1 : w0) + cell);
-                wl[g] = wasm_i16x8_extend_low_i8x16(c);
-                wh[g] = wasm_i16x8_extend_high_i8x16(c);
+                /* load8x8: each half widens with its load (one instruction, no extend_high) */
+                wl[g] = wasm_i16x8_load8x8((g ? w1 : w0) + cell);
+                wh[g] = wasm_i16x8_load8x8((g ? w1 : w0) + cell + 8);
             }
             for (int r = 0; r < MR; r++) {
                 /* (x_k0, x_k1, x_k2, x_k3) twice: one 64-bit splat of the widened codes */

@@ -140,7 +140,8 @@ static int test_float_kernels(void) {
 EXPORT(emb_test_kernels) int32_t emb_test_kernels(uint32_t seed) {
     state = seed ? seed : 1;
     int bad = test_quantize() + test_float_kernels();
-    int shapes[][3] = {{1, 4, 32}, {4, 8, 32}, {7, 12, 96}, {16, 24, 384}, {5, 1152, 384}, {3, 384, 1536}, {9, 20, 64}};
+    int shapes[][3] = {{1, 4, 32}, {4, 8, 32}, {7, 12, 96}, {16, 24, 384}, {5, 1152, 384}, {3, 384, 1536}, {9, 20, 64},
+                       {10, 36, 128}, {6, 8, 64}, {13, 16, 96}, {11, 12, 32}};
     for (unsigned i = 0; i < sizeof shapes / sizeof shapes[0]; i++) bad += test_gemm(shapes[i][0], shapes[i][1], shapes[i][2]);
     return bad;
 }
