@@ -23,6 +23,7 @@ void emb_threads_run(emb_threads *pool, size_t n_tasks, emb_task_fn fn, void *ar
     (void)pool;
     for (size_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
 }
+void emb_threads_hold(emb_threads *pool, int on) { (void)pool, (void)on; }
 int emb_cpu_count(void) { return 1; }
 
 #else
@@ -35,8 +36,9 @@ int emb_cpu_count(void) { return 1; }
 
 #include "platform.h"
 
-/* Busy-wait rounds before sleeping: a few tens of microseconds, longer than the gap between two
-   loops of one encode call, far shorter than a scheduler tick. */
+/* Busy-wait rounds before sleeping (or, while the pool is held, before yielding the core and
+   waiting again): about 100 µs here, longer than the gap between two loops of one encode call
+   on an idle machine, far shorter than a scheduler tick. */
 #define EMB_SPIN_ROUNDS 4000
 
 /*
@@ -63,6 +65,10 @@ struct emb_threads {
     _Atomic uint64_t work;    /* generation | tasks | next task, see above */
     atomic_size_t done;       /* tasks of the current loop finished */
     atomic_int sleeping;      /* workers waiting on `wake` */
+    atomic_int held;          /* emb_threads_hold: idle workers yield instead of sleeping */
+    /* the held call's tasks: all of them, and those the caller ran; held calls left to run solo */
+    size_t call_tasks, call_own;
+    int solo, solo_calls;
     int stop;
     emb_task_fn fn;           /* the current loop, written before `work` is published */
     void *arg;
@@ -83,12 +89,12 @@ static inline void cpu_relax(void) {
 
 static uint64_t generation(uint64_t w) { return w >> EMB_GEN_SHIFT; }
 
-/* Claims and runs tasks of the current loop until none is left. */
-static void take_tasks(emb_threads *p, int id) {
-    for (;;) {
+/* Claims and runs tasks of the current loop until none is left; returns how many it ran. */
+static size_t take_tasks(emb_threads *p, int id) {
+    for (size_t ran = 0;; ran++) {
         uint64_t w = atomic_fetch_add_explicit(&p->work, 1, memory_order_acquire);
         size_t t = (size_t)(w & EMB_INDEX_MASK), n = (size_t)((w >> EMB_SIZE_SHIFT) & EMB_INDEX_MASK);
-        if (t >= n) return;
+        if (t >= n) return ran;
         p->fn(p->arg, t, id);
         if (atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == n) {
             pthread_mutex_lock(&p->mu);
@@ -109,6 +115,10 @@ static void *worker_main(void *start) {
             cpu_relax();
             gen = generation(atomic_load_explicit(&p->work, memory_order_acquire));
         }
+        if (gen == seen && atomic_load_explicit(&p->held, memory_order_relaxed)) {
+            sched_yield();  /* the next loop of this call is near: stay awake, but let others run */
+            continue;
+        }
         if (gen == seen) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleeping, 1);
@@ -122,7 +132,7 @@ static void *worker_main(void *start) {
             if (stop) return NULL;
         }
         seen = gen;
-        take_tasks(p, id);
+        (void)take_tasks(p, id);
     }
 }
 
@@ -137,6 +147,7 @@ emb_status emb_threads_init(emb_threads **out, int n_threads) {
     atomic_init(&p->work, (uint64_t)0);
     atomic_init(&p->done, (size_t)0);
     atomic_init(&p->sleeping, 0);
+    atomic_init(&p->held, 0);
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         emb_dealloc(p);
         return EMB_STATUS_OUT_OF_MEMORY;
@@ -165,6 +176,7 @@ emb_status emb_threads_init(emb_threads **out, int n_threads) {
 
 void emb_threads_free(emb_threads *p) {
     if (!p) return;
+    atomic_store(&p->held, 0);
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
     pthread_cond_broadcast(&p->wake);
@@ -180,9 +192,35 @@ void emb_threads_free(emb_threads *p) {
 
 int emb_threads_size(const emb_threads *p) { return p ? p->size : 1; }
 
+/* A held call in which the other workers ran under 1/8 of the tasks had them without a core
+   most of the time (a busy machine, or a CPU quota shared by the threads): their spinning only
+   took time from the caller. The next EMB_SOLO_CALLS held calls then run every loop on the
+   caller alone (the same results: a task's output never depends on who runs it), and the
+   workers sleep; then the pool is tried again. */
+#define EMB_SOLO_CALLS 16
+
+void emb_threads_hold(emb_threads *p, int on) {
+    if (!p) return;
+    if (on) {
+        p->call_tasks = p->call_own = 0;
+        p->solo = p->solo_calls > 0;
+        if (p->solo) {
+            p->solo_calls--;
+            return;
+        }
+        atomic_store_explicit(&p->held, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_store_explicit(&p->held, 0, memory_order_relaxed);
+    if (!p->solo && p->call_tasks >= 8 * (size_t)p->size && (p->call_tasks - p->call_own) * 8 < p->call_tasks) {
+        p->solo_calls = EMB_SOLO_CALLS;
+    }
+    p->solo = 0;
+}
+
 void emb_threads_run(emb_threads *p, size_t n_tasks, emb_task_fn fn, void *arg) {
     /* one task, no pool, or a forked child whose pool threads do not exist: run here */
-    if (!p || n_tasks <= 1 || n_tasks >= EMB_MAX_TASKS || p->pid != getpid()) {
+    if (!p || n_tasks <= 1 || n_tasks >= EMB_MAX_TASKS || p->pid != getpid() || p->solo) {
         for (size_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
         return;
     }
@@ -196,7 +234,8 @@ void emb_threads_run(emb_threads *p, size_t n_tasks, emb_task_fn fn, void *arg) 
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
-    take_tasks(p, 0);
+    p->call_own += take_tasks(p, 0);
+    p->call_tasks += n_tasks;
     /* tasks other workers claimed may still run */
     for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) != n_tasks && i < EMB_SPIN_ROUNDS; i++) {
         cpu_relax();

@@ -299,13 +299,16 @@ static void test_pool(void) {
             memset(&job, 0, sizeof job);
             job.hits = hits;
             job.delay = round % 3 == 0 ? 200 : 0;
+            if (round % 4 < 2) emb_threads_hold(p, round % 4 == 0);  /* held calls, solo ones among them */
             emb_threads_run(p, n, count_task, &job);
             for (size_t t = 0; t < n; t++) wrong += atomic_load(&hits[t]) != 1;
             free(hits);
         }
+        emb_threads_hold(p, 0);
         CHECK(wrong == 0, "pool of %d: %d tasks ran other than once", size, wrong);
         emb_threads_free(p);
     }
+    emb_threads_hold(NULL, 1);
     emb_threads_run(NULL, 3, count_task, &(pool_job){.hits = (atomic_int[3]){0}});
     CHECK(1, "NULL pool runs on the caller");
 }
