@@ -249,6 +249,40 @@ def test_a_failing_request_fails_alone() -> None:
     assert ["good 1", "x", "bad", "good 2"] in t.calls  # they were batched together first
 
 
+def test_a_result_is_delivered_after_its_batch_leaves_the_batcher() -> None:
+    # A caller that sends more work the moment it has a result (a sliced request's next slice)
+    # must not find its finished batch still counted in flight: the scheduler is told first.
+    t = Target()
+    seen: list[tuple[int, int]] = []
+    with AdaptiveBatcher(t, latency_target_ms=5000) as b:
+        for i in range(20):
+            fut = b.submit(f"text {i}")
+            fut.add_done_callback(
+                lambda f: seen.append((b.stats().in_flight_batches, b.stats().queue_depth)))
+            assert fut.result(WAIT) == vec(f"text {i}")
+        t.fail_on = "bad"
+        bad = b.submit(["x", "bad"])
+        bad.add_done_callback(lambda f: seen.append((b.stats().in_flight_batches, -1)))
+        with pytest.raises(ValueError, match="bad"):
+            bad.result(WAIT)
+    assert seen == [(0, 0)] * 20 + [(0, -1)]
+
+    # The event-loop batcher settles on its own loop, so a waiting caller runs only after the
+    # batch is complete; checked so that it stays so.
+    async def main() -> list[int]:
+        from edgembed.batching import EventLoopBatcher
+
+        flights: list[int] = []
+        async with EventLoopBatcher(Target(), latency_target_ms=5000) as eb:
+            for i in range(20):
+                task = asyncio.ensure_future(eb.embed(f"text {i}"))
+                assert await task == vec(f"text {i}")
+                flights.append(eb.stats().in_flight_batches)
+        return flights
+
+    assert asyncio.run(main()) == [0] * 20
+
+
 def test_a_target_returning_the_wrong_number_of_vectors_is_an_error() -> None:
     with (
         AdaptiveBatcher(lambda texts: [[0.0]]) as b,

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import env
 from ..errors import BatcherClosed, BatcherError
-from .core import BatcherCore, Pending, estimate_tokens
+from .core import BatcherCore, Outcomes, Pending, deliver, estimate_tokens
 from .cost_model import CostPrior
 from .metrics import BatcherStats
 from .policy import Lane, PolicyConfig
@@ -200,13 +200,17 @@ class AdaptiveBatcher:
 
     def _run(self, d: Dispatch, members: list[Pending]) -> None:
         not_served: dict[int, Outcome] = {}
+        outcomes: Outcomes = []
         service_ms: float | None = None
         try:
-            service_ms = self._core.run_batch(members, _claim, not_served)
+            service_ms = self._core.run_batch(members, _claim, not_served, outcomes)
         finally:
-            with self._cond:
-                self._core.complete(d, service_ms, not_served)
-                self._cond.notify_all()
+            try:
+                with self._cond:
+                    self._core.complete(d, service_ms, not_served)
+                    self._cond.notify_all()
+            finally:
+                deliver(outcomes)
 
 
 def _claim(p: Pending) -> bool:

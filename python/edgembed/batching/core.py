@@ -30,7 +30,7 @@ from .metrics import BatcherStats, prometheus_text
 from .policy import Admission, AdmissionKind, Lane, PolicyConfig
 from .scheduler import Dispatch, Outcome, Scheduler, Step, split_outputs
 
-__all__ = ["BatcherCore", "Pending", "estimate_tokens", "settle"]
+__all__ = ["BatcherCore", "Outcomes", "Pending", "deliver", "estimate_tokens", "settle"]
 
 
 def estimate_tokens(texts: Sequence[str]) -> list[int]:
@@ -73,6 +73,19 @@ def settle(fut: AnyFuture, *, result: Any = None, error: BaseException | None = 
             fut.set_result(result)
     except (InvalidStateError, asyncio.InvalidStateError):  # cancelled meanwhile (threads)
         pass
+
+
+# A batch's outcomes, one per computed request: (future, result, error). run_batch collects them
+# and the driver settles them (``deliver``) only after ``complete``, so that a caller who sees its
+# result also sees its batch no longer in flight (a sliced request's next slice, sent the moment
+# the previous one is answered, never finds the previous batch still counted).
+Outcomes = list[tuple[AnyFuture, Any, BaseException | None]]
+
+
+def deliver(outcomes: Outcomes) -> None:
+    """Settle every future of a computed batch (``Outcomes``)."""
+    for fut, result, error in outcomes:
+        settle(fut, result=result, error=error)
 
 
 def _own(part: Any) -> Any:
@@ -254,12 +267,15 @@ class BatcherCore:
         members: list[Pending],
         claim: Callable[[Pending], bool],
         not_served: dict[int, Outcome],
+        outcomes: Outcomes,
     ) -> float | None:
         """Compute one dispatched batch; its service time (ms) if it is a clean observation.
 
         ``claim`` marks a request as started and says whether it still wants its result (False:
-        cancelled). Requests not served are recorded in ``not_served``. A failing target fails
-        only the requests it fails on; anything else (a bug) fails every member, then raises.
+        cancelled). Requests not served are recorded in ``not_served``. Every computed request's
+        result or error goes into ``outcomes``, which the driver delivers after ``complete``. A
+        failing target fails only the requests it fails on; anything else (a bug) fails every
+        member, then raises.
         """
         try:
             live: list[Pending] = []
@@ -268,15 +284,17 @@ class BatcherCore:
                     live.append(p)
                 else:
                     not_served[p.rid] = Outcome.CANCELLED
-            return self._compute(live, not_served) if live else None
+            return self._compute(live, not_served, outcomes) if live else None
         except BaseException as exc:  # never leave a future unresolved or a worker marked busy
+            given = {id(fut) for fut, _, _ in outcomes}
             for p in members:
-                if not p.future.done():
+                if not p.future.done() and id(p.future) not in given:
                     not_served[p.rid] = Outcome.FAILED
-                    settle(p.future, error=BatcherError(f"the batch failed: {exc!r}"))
+                    outcomes.append((p.future, None, BatcherError(f"the batch failed: {exc!r}")))
             raise
 
-    def _compute(self, live: list[Pending], not_served: dict[int, Outcome]) -> float | None:
+    def _compute(self, live: list[Pending], not_served: dict[int, Outcome],
+                 outcomes: Outcomes) -> float | None:
         texts = [t for p in live for t in p.texts]
         start = time.perf_counter()
         try:
@@ -285,16 +303,17 @@ class BatcherCore:
         except Exception as exc:
             if len(live) == 1:
                 not_served[live[0].rid] = Outcome.FAILED
-                settle(live[0].future, error=exc)
+                outcomes.append((live[0].future, None, exc))
             else:
-                self._run_alone(live, not_served)
+                self._run_alone(live, not_served, outcomes)
             return None
         service_ms = (time.perf_counter() - start) * 1000.0
         for p, part in zip(live, parts, strict=True):
-            settle(p.future, result=_own(part[0] if p.single else part))
+            outcomes.append((p.future, _own(part[0] if p.single else part), None))
         return None if not_served else service_ms
 
-    def _run_alone(self, live: list[Pending], not_served: dict[int, Outcome]) -> None:
+    def _run_alone(self, live: list[Pending], not_served: dict[int, Outcome],
+                   outcomes: Outcomes) -> None:
         """A batch failed: compute each request on its own, so one bad request fails alone."""
         for p in live:
             try:
@@ -302,9 +321,9 @@ class BatcherCore:
                 (part,) = split_outputs([len(p.texts)], vectors)
             except Exception as exc:
                 not_served[p.rid] = Outcome.FAILED
-                settle(p.future, error=exc)
+                outcomes.append((p.future, None, exc))
             else:
-                settle(p.future, result=_own(part[0] if p.single else part))
+                outcomes.append((p.future, _own(part[0] if p.single else part), None))
 
     # -- observation -----------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import BatcherClosed, BatcherError
-from .core import BatcherCore, Pending
+from .core import BatcherCore, Outcomes, Pending, deliver
 from .cost_model import CostPrior
 from .metrics import BatcherStats
 from .policy import Lane, PolicyConfig
@@ -183,9 +183,13 @@ class EventLoopBatcher:
 
     def _run(self, d: Dispatch, members: list[Pending]) -> None:
         not_served: dict[int, Outcome] = {}
+        outcomes: Outcomes = []
         service_ms: float | None = None
         try:
             service_ms = self._core.run_batch(members, lambda p: not p.future.cancelled(),
-                                              not_served)
+                                              not_served, outcomes)
         finally:
-            self._core.complete(d, service_ms, not_served)
+            try:
+                self._core.complete(d, service_ms, not_served)
+            finally:
+                deliver(outcomes)
