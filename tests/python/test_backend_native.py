@@ -25,7 +25,13 @@ from edgembed.backends.native import (
     load_library,
     native_available,
 )
-from edgembed.errors import BackendUnavailable, BundleError, InputError, InputTooLong
+from edgembed.errors import (
+    BackendUnavailable,
+    BundleError,
+    EngineError,
+    InputError,
+    InputTooLong,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -275,6 +281,41 @@ def test_packed_input_and_chunking(library: Path, bundle: Path, reference: dict[
         b.encode_packed(ids[:-1], lengths)
     b.close()
     b.close()  # twice is fine
+
+
+def test_one_call_encode_is_run_packed_to_the_bit(
+    library: Path, bundle: Path, reference: dict[str, Any]
+) -> None:
+    # encode() of a batch that fits one engine call goes through buffers made at load; every
+    # result must be the general path's (run_packed), whatever came before it in the buffers
+    b = NativeBackend(bundle, threads=2, library=library, max_tokens=300)
+    seqs = reference["token_ids"]
+    long = [s for s in seqs if len(s) > 100]
+    batches = [[seqs[0]], seqs[1:9], long[:2], [long[0]], [seqs[3]], [seqs[0]] * 30,
+               [[101, 102]], long[:4]]  # long[:4]: over 300 tokens, several calls
+    for batch in batches:
+        ids = np.fromiter((t for s in batch for t in s), dtype=np.int32)
+        lengths = np.asarray([len(s) for s in batch], dtype=np.int32)
+        want = b.run_packed(ids, lengths)[0]
+        got = b.encode(batch)
+        assert got.shape == (len(batch), 384) and got.dtype == np.float32
+        assert np.array_equal(got, want)
+        assert np.array_equal(b.encode([tuple(s) for s in batch]), want)  # any sequences
+    first = b.encode([seqs[0]])
+    assert not np.shares_memory(first, b.encode([seqs[0]]))  # a new array every call
+    # the refusals are the general path's, and a refused call leaves the next one right
+    with pytest.raises(EngineError):
+        b.encode([[101, 10 ** 6, 102]])  # an id past the vocabulary: the engine refuses it
+    with pytest.raises(InputTooLong):
+        b.encode([seqs[0], [101] * 257])
+    with pytest.raises(InputError):
+        b.encode([seqs[0], []])
+    with pytest.raises((OverflowError, ValueError)):
+        b.encode([[101, 2 ** 40, 102]])
+    assert np.array_equal(b.encode([seqs[0]]), first)
+    b.close()
+    with pytest.raises(EngineError, match="closed"):
+        b.encode([seqs[0]])
 
 
 def test_errors(backend: NativeBackend, library: Path, bundle: Path, tmp_path: Path) -> None:

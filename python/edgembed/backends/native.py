@@ -14,7 +14,9 @@ instruction set and only runs the vector code the CPU reports, so a CPU without 
 product gets slower kernels, never an illegal instruction.
 
 Calls: token ids go in as one packed int32 array and vectors are written by the engine straight
-into the numpy result (no copy); ctypes releases the GIL for the duration of each call. The
+into the numpy result (no copy); ctypes releases the GIL for the duration of each call. A
+batch that fits one engine call (the Embedder's short texts) reuses the request, output and id
+buffers made at load, so its Python cost is a few microseconds (``encode``). The
 engine's own thread pool (``threads``, default: the cores this process may use) splits every
 call, so there is no point in calling one backend from several threads at once: calls are
 serialized by a lock.
@@ -308,6 +310,18 @@ class NativeBackend:
         self._tok_cap = max(4 * self.max_length, 1024)
         self._tok = np.empty(self._tok_cap, dtype=np.int32)
         self._n_ids, self._n_full = ctypes.c_size_t(), ctypes.c_size_t()
+        # encode()'s one-call path: its request, output and id buffers are made once, at
+        # fixed addresses, and only the fields that change are written per call (under the
+        # lock); run_packed builds its own for the general case
+        self._run = lib.emb_context_run
+        self._ids_buf = np.empty(self.max_tokens, dtype=np.int32)
+        self._lengths_buf = np.empty(self.max_tokens, dtype=np.int32)
+        self._request = REQUEST.as_ctypes(
+            ids=self._ids_buf.ctypes.data, lengths=self._lengths_buf.ctypes.data,
+            output=int(Output.EMBEDDING), include_prompt=-1)
+        self._output = OUTPUT.as_ctypes()
+        self._request_ref = ctypes.byref(self._request)
+        self._output_ref = ctypes.byref(self._output)
 
     # ── description ──
 
@@ -392,6 +406,10 @@ class NativeBackend:
         """Pooled, not normalized vectors (n, dim) of a batch of id sequences. ``type_ids``: one
         list of token types per sequence (sentence pairs); ``prompt_lengths``: leading prompt
         tokens per sequence (see ``encode_packed``)."""
+        if type_ids is None and prompt_lengths is None:
+            vectors = self._encode_one_call(batch)
+            if vectors is not None:
+                return vectors
         lengths = np.fromiter((len(s) for s in batch), dtype=np.int32, count=len(batch))
         ids = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int32,
                           count=int(lengths.sum()))
@@ -404,6 +422,34 @@ class NativeBackend:
                                 count=ids.size)
         prompts = None if prompt_lengths is None else np.asarray(prompt_lengths, dtype=np.int32)
         return self.encode_packed(ids, lengths, type_ids=types, prompt_lengths=prompts)
+
+    def _encode_one_call(self, batch: Sequence[Sequence[int]]
+                         ) -> npt.NDArray[np.float32] | None:
+        """``encode`` of a batch that is one engine call with nothing to refuse (every
+        sequence 1..max_length ids, max_tokens in all): the same request as ``run_packed``
+        makes, through the buffers made at load, with the checks on Python ints. None when
+        the batch needs ``run_packed`` (a cut into several calls, or an error to raise)."""
+        lengths = [len(s) for s in batch]
+        n = len(lengths)
+        if not n:
+            return None
+        total = sum(lengths)
+        if total > self.max_tokens or max(lengths) > self.max_length or min(lengths) < 1:
+            return None
+        ids = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int32, count=total)
+        result = np.empty((n, self.dim), dtype=np.float32)
+        with self._lock:
+            if not self._ctx:
+                raise EngineError("this backend is closed")
+            self._ids_buf[:total] = ids
+            self._lengths_buf[:n] = lengths
+            self._request.n_seqs = n
+            out = self._output
+            out.values, out.values_cap = result.ctypes.data, result.size
+            st = self._run(self._ctx, self._request_ref, self._output_ref)
+        if st != Status.OK:
+            self._raise(st, "encode")
+        return result
 
     def encode_packed(
         self,
