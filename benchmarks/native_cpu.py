@@ -19,7 +19,10 @@ normalization. sentence-transformers runs its own ``encode(batch_size=32)``.
 The corpus is the mixed-length reference corpus (262 texts, 2 to 256 tokens). Every engine
 runs once to warm up; then ``--rounds`` rounds run every (engine, threads) in turn, with a short
 pause between runs (onnxruntime's threads spin for a while after each run), so that a busy moment
-on a shared machine hits all alike; the median counts. Columns: tokens/s ([CLS] and
+on a shared machine hits all alike; the median counts. The order rotates by one engine each
+round (round r starts with the (r mod N)-th of the N engines; the grid's cells and the
+workloads likewise), so no engine is always the one timed first after the pause, and the output
+says so; every ratio printed compares medians of the same run. Columns: tokens/s ([CLS] and
 [SEP] included), speed against onnxruntime fp32 at the same thread count, G-MAC/s (10.6 M
 multiply-accumulates per token in the linear layers + 4,608·n² per text of n tokens) and its
 share of the CPU's int8 peak (``--peak``: G-MAC/s of one core, measured with independent
@@ -94,7 +97,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -114,6 +117,9 @@ def mac_counts(config: dict[str, int]) -> tuple[int, int]:
 Vectors = npt.NDArray[np.float32]
 CT2 = "CTranslate2 int8"
 BASELINE = "native int8, baseline library"
+ROTATION = ("engine order rotates each round: round r starts with the (r mod N)-th engine "
+            "of N, so none is always timed first; every ratio compares medians of this run")
+T = TypeVar("T")
 
 
 def pipeline(encode: Callable[[list[list[int]]], Vectors],
@@ -348,8 +354,8 @@ def main() -> int:
     want = (np.asarray(reference["embeddings"], dtype=np.float32) if own_fixture
             else vectors[("sentence-transformers fp32", thread_counts[0])])
     load_before = os.getloadavg()[0]
-    for _ in range(args.rounds):
-        for key in times:
+    for r in range(args.rounds):
+        for key in rotated(list(times), r):
             time.sleep(0.2)  # the previous engine's idle threads (onnxruntime spins) go to sleep
             name, threads = key
             if name.startswith("sentence-transformers"):
@@ -361,7 +367,7 @@ def main() -> int:
                 seconds = time.perf_counter() - t0
             times[key].append(seconds)
         for (b, n), calls in grid.items():  # every engine on a cell back to back: same load
-            for e, t in grid_engines:
+            for e, t in rotated(grid_engines, r):
                 time.sleep(0.2)
                 t0 = time.perf_counter()
                 for call in calls:
@@ -386,6 +392,7 @@ def main() -> int:
     against = "the fixture" if own_fixture else "sentence-transformers of this run"
     print(f"# corpus: {len(texts)} texts, {n_tokens} tokens, {macs / 1e9:.1f} G-MAC; "
           f"min/mean cos against {against}; median of {args.rounds} interleaved rounds")
+    print(f"# {ROTATION}")
     base_name = "native int8" if args.no_onnx else "onnxruntime fp32"
     print(f"| engine | threads | tokens/s | vs {base_name} | G-MAC/s | of int8 peak | "
           "min cos vs ST | mean cos | alone vs batch |")
@@ -437,6 +444,13 @@ def main() -> int:
     return 0
 
 
+def rotated(items: list[T], r: int) -> list[T]:
+    """``items`` in round ``r``'s order: rotated left by ``r`` places, so that each engine
+    runs first, second, … in turn and none is always timed right after the pause."""
+    k = r % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
 def workloads(ids: list[list[int]]) -> dict[str, list[list[list[int]]]]:
     """Each workload as its encoder calls: mixed (the Embedder's batches of the corpus), 256
     tokens (32 texts of 256 tokens from the corpus' ids end to end, 8 per call), batch 1."""
@@ -460,16 +474,16 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
         for calls in loads.values():
             enc(calls[0])
     load_before = os.getloadavg()[0]
-    for _ in range(rounds):
+    for r in range(rounds):
         for load, calls in loads.items():
-            for (name, threads), enc in engines.items():
+            for (name, threads), enc in rotated(list(engines.items()), r):
                 time.sleep(0.2)
                 t0 = time.perf_counter()
                 for batch in calls:
                     enc(batch)
                 times.setdefault((load, name, threads), []).append(time.perf_counter() - t0)
     print(f"\n# workloads (encoder calls only, ids given), median of {rounds} interleaved rounds; "
-          f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
+          f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; {ROTATION}")
     base_name = ("onnxruntime fp32" if any(k[0] == "onnxruntime fp32" for k in engines)
                  else "native int8")
     print(f"| workload | engine | threads | tokens/s | vs {base_name} | vs native int8 | "
