@@ -583,7 +583,7 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
         return;
     }
     jb.L = &w->layers[0];
-    emb_threads_hold(ctx->threads, 1);  /* several loops a layer: the workers stay awake between them */
+    if (columns) emb_threads_hold(ctx->threads, 1);  /* short loops, 7-10 a layer: no sleeping between them */
     emb_threads_run(ctx->threads, n_tasks, task_embed_norm, &jb);
 
     for (int32_t l = 0; l < cf->n_layers; l++) {
@@ -617,5 +617,5 @@ void emb_encoder_forward(emb_context *ctx, const int32_t *ids, const int32_t *ty
         jb.after_ffn = 1;
         emb_threads_run(ctx->threads, n_tasks, task_norm, &jb);
     }
-    emb_threads_hold(ctx->threads, 0);
+    if (columns) emb_threads_hold(ctx->threads, 0);
 }

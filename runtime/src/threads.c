@@ -197,7 +197,7 @@ int emb_threads_size(const emb_threads *p) { return p ? p->size : 1; }
    took time from the caller. The next EMB_SOLO_CALLS held calls then run every loop on the
    caller alone (the same results: a task's output never depends on who runs it), and the
    workers sleep; then the pool is tried again. */
-#define EMB_SOLO_CALLS 16
+#define EMB_SOLO_CALLS 8
 
 void emb_threads_hold(emb_threads *p, int on) {
     if (!p) return;
