@@ -187,7 +187,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     batch.add_argument("--max-queue-tokens", type=_arg(_positive_int), default=None,
                        help="tokens of admitted requests not yet computed before 429, "
                             "unsent slices included; a request over it alone is 413 (default: "
-                            "64 batches more than one request of --max-inputs long texts)")
+                            "64 batches more than one request of --max-inputs texts at the "
+                            "model's max length)")
 
     limits = p.add_argument_group("limits")
     limits.add_argument("--max-inputs", type=_arg(_positive_int), default=d.max_inputs,
