@@ -16,19 +16,20 @@ edgembed engine: Hugging Face ``tokenizers`` (truncation at 256), longest first,
 batches (``edgembed.embedder.plan_batches``, 2,048 padded tokens, at most 128 texts), encode, L2
 normalization. sentence-transformers runs its own ``encode(batch_size=32)``.
 
-The corpus is the mixed-length reference corpus (262 texts, 2 to 256 tokens). Every engine
-runs once to warm up; then ``--rounds`` rounds run every (engine, threads) in turn, with a short
-pause between runs (onnxruntime's threads spin for a while after each run), so that a busy moment
-on a shared machine hits all alike; the median counts. The order rotates by one engine each
-round (round r starts with the (r mod N)-th of the N engines; the grid's cells and the
-workloads likewise), so no engine is always the one timed first after the pause, and the output
-says so; every ratio printed compares medians of the same run. Columns: tokens/s ([CLS] and
-[SEP] included), speed against onnxruntime fp32 at the same thread count, G-MAC/s (10.6 M
-multiply-accumulates per token in the linear layers + 4,608·n² per text of n tokens) and its
-share of the CPU's int8 peak (``--peak``: G-MAC/s of one core, measured with independent
-vpdpbusd; 234 on the 2-core AVX-512 VNNI VM of docs/benchmarks.md, i.e. 64 per cycle at 3.67
-GHz), min/mean cosine against the sentence-transformers fixture, and the min cosine between
-texts embedded alone and in their batches (1.0: batch-invariant).
+The corpus is the mixed-length reference corpus (262 texts, 2 to 256 tokens). Every engine runs once
+to warm up; then ``--rounds`` rounds run every (engine, threads) in turn, with a short pause between
+runs (onnxruntime's threads spin for a while after each run), so that a busy moment on a shared
+machine hits all alike; the median counts. Round r rotates the list of (engine, threads) entries of
+the corpus loop left by r places (it starts with the (r mod N)-th of the N entries), and likewise
+the engines timed on each grid cell and on each workload; the cells and the workloads themselves run
+in a fixed order. So no engine is always the one timed first after the pause, and the output says
+so; every ratio printed compares medians of the same run. Columns: tokens/s ([CLS] and [SEP]
+included), speed against onnxruntime fp32 at the same thread count, G-MAC/s (10.6 M
+multiply-accumulates per token in the linear layers + 4,608·n² per text of n tokens) and its share
+of the CPU's int8 peak (``--peak``: G-MAC/s of one core, measured with independent vpdpbusd; 234 on
+the 2-core AVX-512 VNNI VM of docs/benchmarks.md, i.e. 64 per cycle at 3.67 GHz), min/mean cosine
+against the sentence-transformers fixture, and the min cosine between texts embedded alone and in
+their batches (1.0: batch-invariant).
 
 ``--model`` takes any catalog model the engine runs (all-mpnet-base-v2: 768 dimensions, 12
 layers, truncation at 384): the multiply-accumulates follow from its config.json, the texts are
@@ -486,9 +487,10 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
           f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; {ROTATION}")
     base_name = ("onnxruntime fp32" if any(k[0] == "onnxruntime fp32" for k in engines)
                  else "native int8")
-    print(f"| workload | engine | threads | tokens/s | vs {base_name} | vs native int8 | "
-          "G-MAC/s | of int8 peak |")
-    print("|---|---|---|---|---|---|---|---|")
+    vs_native = base_name != "native int8"  # else "vs native int8" is the column before
+    print(f"| workload | engine | threads | tokens/s | vs {base_name} | "
+          + ("vs native int8 | " if vs_native else "") + "G-MAC/s | of int8 peak |")
+    print("|---|---|---|---|---|" + ("---|" if vs_native else "") + "---|---|")
     for load, calls in loads.items():
         seqs = [s for b in calls for s in b]
         n_tokens = sum(len(s) for s in seqs)
@@ -500,8 +502,9 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
                                            (load, "native int8", threads)])
             f32 = statistics.median(times[(load, "native int8", threads)])
             print(f"| {load} ({len(seqs)} texts, {n_tokens:,} tokens) | {name} | {threads} | "
-                  f"{n_tokens / med:,.0f} | {base / med:.2f}× | {f32 / med:.2f}× | "
-                  f"{macs / med / 1e9:.1f} | {macs / med / 1e9 / (peak * threads):.0%} |")
+                  f"{n_tokens / med:,.0f} | {base / med:.2f}× | "
+                  + (f"{f32 / med:.2f}× | " if vs_native else "")
+                  + f"{macs / med / 1e9:.1f} | {macs / med / 1e9 / (peak * threads):.0%} |")
 
 
 if __name__ == "__main__":
