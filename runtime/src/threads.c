@@ -196,8 +196,7 @@ int emb_threads_size(const emb_threads *p) { return p ? p->size : 1; }
    most of the time (a busy machine, or a CPU quota shared by the threads): their spinning only
    took time from the caller. The next EMB_SOLO_CALLS held calls then run every loop on the
    caller alone (the same results: a task's output never depends on who runs it), and the
-   workers sleep; then the pool is tried again. */
-#define EMB_SOLO_CALLS 8
+   workers sleep; then the pool is tried again. EMB_SOLO_CALLS: threads.h. */
 
 void emb_threads_hold(emb_threads *p, int on) {
     if (!p) return;

@@ -10,9 +10,12 @@
  *
  * Native builds use POSIX threads. Idle workers spin for about 100 µs (the encoder's loops follow
  * each other closely) and then sleep on a condition variable, so a pool costs nothing between
- * calls; while the pool is held (emb_threads_hold) they yield and wait again instead of sleeping. The caller waits only for tasks that were taken, never for a worker that has not
- * started yet (threads.c). wasm builds have no threads here: a NULL pool (or a pool of size 1)
- * runs the loop on the caller.
+ * calls; while the pool is held (emb_threads_hold) they yield and wait again instead of sleeping.
+ * The caller waits only for tasks that were taken, never for a worker that has not started yet
+ * (threads.c). The solo rule: after a held call in which the other workers ran under 1/8 of its
+ * tasks (they had no core most of the time), the next EMB_SOLO_CALLS held calls run every loop
+ * on the caller alone, then the pool is tried again. wasm builds have no threads here: a NULL
+ * pool (or a pool of size 1) runs the loop on the caller.
  */
 #ifndef EMB_THREADS_H
 #define EMB_THREADS_H
@@ -36,6 +39,9 @@ void emb_threads_run(emb_threads *pool, size_t n_tasks, emb_task_fn fn, void *ar
    to sleep: past the spin they yield the core and wait again, so that a loop never needs a
    wake-up, which on a busy machine costs the caller ~100 µs a loop. NULL: nothing. */
 void emb_threads_hold(emb_threads *pool, int on);
+/* Held calls run on the caller alone after one where the other workers ran under 1/8 of the
+   tasks (threads.c; tests/runtime/test_native.c checks the count). */
+#define EMB_SOLO_CALLS 8
 
 /* Online CPUs this process may run on (sched affinity where the OS tells it), at least 1. */
 int emb_cpu_count(void);
