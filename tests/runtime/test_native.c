@@ -3,17 +3,20 @@
  *
  *   test_native            every kernel set this CPU runs (and the test-only AVX-VNNI tile on
  *                          EVEX) against the reference, bit for bit, on random shapes including
- *                          every tail; the self-check; the pool under many loops and sizes
+ *                          every tail; the self-check; the pool under many loops and sizes, and
+ *                          its solo rule
  *
  * (tests/runtime/test_engine.c checks whole models: the same vectors for every kernel set, thread
  * count and split.) Prints one line per failure and ends with "N passed, N failed".
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "edgembed.h"
 #include "emb_math.h"
@@ -299,7 +302,7 @@ static void test_pool(void) {
             memset(&job, 0, sizeof job);
             job.hits = hits;
             job.delay = round % 3 == 0 ? 200 : 0;
-            if (round % 4 < 2) emb_threads_hold(p, round % 4 == 0);  /* held calls, solo ones among them */
+            if (round % 4 < 2) emb_threads_hold(p, round % 4 == 0);  /* held calls among them */
             emb_threads_run(p, n, count_task, &job);
             for (size_t t = 0; t < n; t++) wrong += atomic_load(&hits[t]) != 1;
             free(hits);
@@ -311,6 +314,74 @@ static void test_pool(void) {
     emb_threads_hold(NULL, 1);
     emb_threads_run(NULL, 3, count_task, &(pool_job){.hits = (atomic_int[3]){0}});
     CHECK(1, "NULL pool runs on the caller");
+}
+
+/* The solo rule (threads.h) on a pool of 2. A task's output, and which worker ran it. */
+typedef struct solo_job {
+    atomic_int hits[256];
+    uint32_t out[256 * 4];
+    atomic_int worker_used[2];
+    long others_ns, all_ns; /* tasks sleep this long on worker 1, on every worker */
+} solo_job;
+
+static void solo_task(void *arg, size_t t, int worker) {
+    solo_job *j = arg;
+    long ns = j->all_ns + (worker != 0 ? j->others_ns : 0);
+    if (ns) nanosleep(&(struct timespec){0, ns}, NULL);
+    for (size_t e = 0; e < 4; e++) j->out[4 * t + e] = (uint32_t)(t * 4 + e) * 2654435761u;
+    atomic_fetch_add(&j->hits[t], 1);
+    atomic_fetch_add(&j->worker_used[worker], 1);
+}
+
+/* One held call of `runs` loops of n ≤ 256 tasks, every result checked (into *wrong); returns
+   how many tasks worker 1 ran in it. */
+static int held_call(emb_threads *p, int runs, size_t n, long others_ns, long all_ns, int *wrong) {
+    static solo_job j;
+    int used = 0;
+    emb_threads_hold(p, 1);
+    for (int r = 0; r < runs; r++) {
+        memset(&j, 0, sizeof j);
+        j.others_ns = others_ns, j.all_ns = all_ns;
+        emb_threads_run(p, n, solo_task, &j);
+        for (size_t t = 0; t < n; t++) {
+            *wrong += atomic_load(&j.hits[t]) != 1;
+            for (size_t e = 0; e < 4; e++) *wrong += j.out[4 * t + e] != (uint32_t)(t * 4 + e) * 2654435761u;
+        }
+        *wrong += atomic_load(&j.worker_used[0]) + atomic_load(&j.worker_used[1]) != (int)n;
+        used += atomic_load(&j.worker_used[1]);
+    }
+    emb_threads_hold(p, 0);
+    return used;
+}
+
+static void test_pool_solo(void) {
+    emb_threads *p = NULL;
+    CHECK(emb_threads_init(&p, 2) == EMB_STATUS_OK, "pool of 2");
+    int wrong = 0, other = 0, tries = 0;
+    /* a held call of 3 loops of 200 tasks, those of worker 1 slow (2 ms), the caller's instant:
+       the caller takes nearly all. Worker 1 reaches 1/8 (75) only if the caller is off its core
+       for ~150 ms; then the call is repeated (it set nothing off). */
+    do {
+        other = held_call(p, 3, 200, 2000000, 0, &wrong);
+    } while (other * 8 >= 3 * 200 && ++tries < 20);
+    CHECK(other * 8 < 3 * 200, "worker 1 ran %d of 600 tasks in every try", other);
+    /* the next EMB_SOLO_CALLS held calls (at least one) run on the caller alone: with tasks of
+       1 ms everywhere, a pool would give worker 1 about half of them */
+    int leaks = 0;
+    for (int c = 0; c == 0 || c < EMB_SOLO_CALLS; c++) leaks += held_call(p, 3, 8, 0, 1000000, &wrong) != 0;
+    CHECK(leaks == 0, "%d of the %d held calls after one where worker 1 ran under 1/8 used it", leaks, EMB_SOLO_CALLS);
+    /* then the pool is tried again: 3 loops of 16 tasks of 1 ms, worker 1 takes some unless it
+       gets no core for the whole loop; in that case the call sets off solo calls again (the same
+       checks), and the pool is tried once more */
+    int back = 0, again = 0;
+    for (int attempt = 0; attempt < 10 && !back; attempt++) {
+        back = held_call(p, 3, 16, 0, 1000000, &wrong) > 0;
+        for (int c = 0; !back && c < EMB_SOLO_CALLS; c++) again += held_call(p, 3, 8, 0, 1000000, &wrong) != 0;
+    }
+    CHECK(back, "the pool was not used again after %d solo calls", EMB_SOLO_CALLS);
+    CHECK(again == 0, "%d solo calls after a retry used worker 1", again);
+    CHECK(wrong == 0, "solo rule: %d wrong results", wrong);
+    emb_threads_free(p);
 }
 
 int main(void) {
@@ -343,6 +414,7 @@ int main(void) {
     CHECK(emb_kernels_self_check(&broken) != 0, "the self-check catches a one-ulp difference");
     test_attention_q8_close();
     test_pool();
+    test_pool_solo();
     printf("kernels available: %s\n", avail);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
