@@ -151,6 +151,16 @@ size_t emb_attention_q8_scratch(size_t n, size_t d, size_t heads) {
     return d % EMB_BLOCK == 0 ? max2(bytes, carve_rows(n, d, heads, NULL, NULL)) : bytes;
 }
 
+/* The score GEMM writes columns 0 .. n4-1 of the (QB, n32) scores; the softmax's last vector of
+   a row may read on to n32 (it neither stores nor sums those lanes, kernels_f32.inc). Zeros
+   there, once per call (the softmax leaves zeros past n), so it only ever reads defined floats. */
+static void zero_score_tails(float *s, size_t n) {
+    size_t n4 = pad4(n), n32 = emb_pad32(n);
+    for (size_t r = 0; r < EMB_ATTN_QB; r++) {
+        for (size_t j = n4; j < n32; j++) s[r * n32 + j] = 0.0f;
+    }
+}
+
 /* 4 codes into one cell row of a packing (int8 weights, whatever emb_qx is) */
 static inline void cell4(int8_t *dst, const emb_qx *src) {
     if (sizeof(emb_qx) == 1) {
@@ -166,6 +176,7 @@ static void attention_rows(const emb_kernels *k, const emb_attention_args *a, si
     rows_scratch sc;
     carve_rows(n, d, nh, scratch, &sc);
     for (size_t i = 0; i < max2(n4, d); i++) sc.zeros[i] = 0.0f;
+    zero_score_tails(sc.s, n);
     /* queries and keys, one token at a time: codes to each head's rows, keys into their cells */
     for (size_t j = 0; j < n; j++) {
         const float *row = a->qkv + j * ld;
@@ -241,6 +252,7 @@ void emb_attention_q8(const emb_kernels *k, const emb_attention_args *a, size_t 
     q8_scratch sc;
     carve(n, d, scratch, &sc);
     for (size_t i = 0; i < max2(n4, d4); i++) sc.zeros[i] = 0.0f;
+    zero_score_tails(sc.s, n);
     float scale = 1.0f / __builtin_sqrtf((float)d);
     emb_linear keys = {sc.kq, sc.ks, sc.zeros, (int32_t)n4, (int32_t)dp, NULL};
     emb_linear values = {sc.vq, sc.vs, sc.zeros, (int32_t)d4, (int32_t)n32, NULL};
