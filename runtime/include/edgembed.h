@@ -94,9 +94,13 @@
  *                          fp32 rows (runtime/src/heads.c; docs/quantization.md, "Rerankers and
  *                          SPLADE models"). An engine before it refuses it: EMB_STATUS_UNSUPPORTED
  *        weight_layout     "n4k4"          (packing below)
- *        attention         "fp32" (the default; absent means it too) or "int8": QKᵀ and P·V as
- *                          int8 products with a scale per row and block of 32
- *                          (docs/quantization.md, "Attention")
+ *        attention         "fp32" (the default; absent means it too), "int8": QKᵀ and P·V as
+ *                          int8 products with a scale per row and block of 32, or "auto": int8
+ *                          for each sequence of at least attention.int8_min_tokens tokens (its
+ *                          own length, never its batch's), fp32 for shorter ones
+ *                          (docs/quantization.md, "Attention"). An engine before "auto" refuses
+ *                          it: EMB_STATUS_UNSUPPORTED
+ *        attention.int8_min_tokens  decimal 1 .. 65536, with "auto" only (required there)
  *        tokenizer         "wordpiece", "unigram" or "bpe" (their tables: below)
  *        tokenizer.lowercase, tokenizer.strip_accents, tokenizer.handle_chinese_chars,
  *        tokenizer.clean_text            "true" or "false"             (wordpiece)

@@ -316,7 +316,8 @@ static void attention_heads(const job *jb, size_t s, size_t h0, size_t h1, int w
                             jb->w->rel, jb->w->rel_ld, (size_t)cf->max_length - 1,
                             jb->L->local ? (size_t)cf->local_window : 0};
     float *scratch = ctx->scratch + (size_t)worker * ctx->scratch_floats;
-    if (cf->attention_q8) emb_attention_q8(jb->k, &a, h0, h1, scratch);
+    /* by the sequence's own length, never the batch's: a text's vector is the same in any batch */
+    if (cf->attention_q8 && n >= (size_t)cf->attention_q8_min) emb_attention_q8(jb->k, &a, h0, h1, scratch);
     else jb->k->attention(&a, h0, h1, scratch);
 }
 

@@ -287,11 +287,17 @@ static emb_status load_config(loader *ld, emb_config *cf, int32_t dense_act[EMB_
         any_local |= pattern->ptr[l] == 'l';
     }
     if (any_local != (cf->local_window > 0)) return EMB_STATUS_CORRUPT;
-    /* "attention": "int8" (attention_q8.c) or "fp32"; bundles written before the key: fp32 */
+    /* "attention": "int8" (attention_q8.c), "fp32", or "auto": each sequence by its own length,
+       int8 from "attention.int8_min_tokens" tokens on; bundles written before the key: fp32 */
     const emb_str *attention = meta(ld, "attention");
     if (attention && !str_is(*attention, "fp32")) {
-        if (!str_is(*attention, "int8")) return EMB_STATUS_UNSUPPORTED;
         cf->attention_q8 = 1;
+        cf->attention_q8_min = 1;
+        if (str_is(*attention, "auto")) {
+            if ((s = meta_int(ld, "attention.int8_min_tokens", 1, 1 << 16, &cf->attention_q8_min))) return s;
+        } else if (!str_is(*attention, "int8")) {
+            return EMB_STATUS_UNSUPPORTED;
+        }
     }
     cf->dim_p = (int32_t)emb_pad32((size_t)cf->dim);
     cf->ffn_p = (int32_t)emb_pad32((size_t)cf->ffn_dim);
@@ -686,7 +692,10 @@ emb_status emb_context_init_ex(emb_context **out, const emb_model *model, size_t
     size_t max_seq = t < (size_t)cf->max_length ? t : (size_t)cf->max_length;
     size_t scratch = emb_attention_scratch(max_seq, (size_t)cf->head_dim);
     int mlm = cf->head == EMB_HEAD_MLM;
-    if (cf->attention_q8) scratch = (emb_attention_q8_scratch(max_seq, (size_t)cf->head_dim, (size_t)cf->n_heads) + 63) / 64 * 16;
+    if (cf->attention_q8) {
+        size_t q8 = (emb_attention_q8_scratch(max_seq, (size_t)cf->head_dim, (size_t)cf->n_heads) + 63) / 64 * 16;
+        scratch = cf->attention_q8_min > 1 ? max_size(scratch, q8) : q8; /* "auto": both kinds */
+    }
     size_t pool = (size_t)cf->pooled_dim;
     for (int32_t i = 0; i < cf->n_dense; i++) pool = max_size(pool, (size_t)model->weights.dense[i].e);
     /* sizes in 64-bit first: on wasm32 a large max_tokens must fail cleanly, not wrap around */

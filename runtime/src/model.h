@@ -90,6 +90,8 @@ typedef struct emb_config {
     int32_t final_norm;
     int32_t local_window;     /* sliding window half width w (|i - j| <= w); 0 when no layer is local */
     int32_t attention_q8;     /* attention products in int8 (attention_q8.c), else fp32 (the kernel set's) */
+    int32_t attention_q8_min; /* with attention_q8: int8 for sequences of at least this many tokens, fp32
+                                 below (1 for "int8"; "auto": attention.int8_min_tokens) */
     int32_t pooling;          /* emb_pooling: the first of pool_modes */
     int32_t n_pool_modes;     /* modes concatenated, in the model's order (sentence-transformers) */
     int32_t pool_modes[6];

@@ -123,7 +123,8 @@ class Model:
                 return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], axis=-1)
 
             q, k = rot(q), rot(k)
-        int8 = m.get("attention", "fp32") == "int8"  # attention_q8.c: int8 QKᵀ and P·V
+        kind = m.get("attention", "fp32")  # attention_q8.c: int8 QKᵀ and P·V
+        int8 = kind == "int8" or (kind == "auto" and n >= int(m["attention.int8_min_tokens"]))
         s = (self.scores_int8(q, k) if int8 else q @ k.transpose(0, 2, 1)) * np.float32(1 / sqrt(d))
         if int(m["relative_buckets"]):
             ml = int(m["max_length"])

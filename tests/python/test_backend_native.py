@@ -402,3 +402,40 @@ def test_cross_built_library_gives_the_same_vectors(
     other = NativeBackend(bundle, threads=1, library=cross)
     assert np.array_equal(other.encode(seqs), backend.encode(seqs))
     other.close()
+
+
+def test_auto_attention_by_each_texts_own_length(
+    library: Path, hf_model_dir: Path, reference: dict[str, Any], tmp_path: Path
+) -> None:
+    """``attention="auto"``: a text of at least attention.int8_min_tokens tokens gets int8
+    attention's bits, a shorter one fp32's, by its own length alone or in any batch; at the int8
+    bar against sentence-transformers (the reference fixture); the same bits in wasm."""
+    from edgembed.export.bundle import write_bundle
+
+    paths = {k: tmp_path / f"{k}.emb" for k in ("fp32", "int8", "auto")}
+    for k, p in paths.items():
+        write_bundle(hf_model_dir, p, name="all-minilm-l6-v2", attention=k,
+                     attention_min_tokens=32 if k == "auto" else None)
+    got = {k: NativeBackend(p, threads=2, library=library) for k, p in paths.items()}
+    seqs = reference["token_ids"]
+    long = [s for s in seqs if len(s) >= 32][:8]
+    short = [s for s in seqs if len(s) < 32][:8]
+    assert long and short
+    mixed = [x for pair in zip(long, short, strict=True) for x in pair]
+    auto = got["auto"].encode(mixed)
+    assert np.array_equal(auto[0::2], got["int8"].encode(long))
+    assert np.array_equal(auto[1::2], got["fp32"].encode(short))
+    assert all(np.array_equal(got["auto"].encode([s])[0], auto[i]) for i, s in enumerate(mixed))
+    cos = cosines(got["auto"].encode(seqs), np.asarray(reference["embeddings"], dtype=np.float32))
+    assert cos.min() >= 0.995 and cos.mean() >= 0.999, (cos.min(), cos.mean())
+    with pytest.raises(InputError, match="attention_min_tokens"):
+        write_bundle(hf_model_dir, tmp_path / "x.emb", attention="int8", attention_min_tokens=8)
+    with pytest.raises(InputError, match=r"1 \.\. 65536"):
+        write_bundle(hf_model_dir, tmp_path / "x.emb", attention="auto", attention_min_tokens=0)
+    pytest.importorskip("wasmtime", reason="pip install wasmtime")
+    if not (REPO / "build" / "wasm" / "edgembed-relaxed.wasm").is_file():
+        pytest.skip("build/wasm not built (./build.sh wasm)")
+    from edgembed.backends.wasm import WasmBackend
+
+    for variant in ("simd128", "relaxed"):
+        assert np.array_equal(WasmBackend(paths["auto"], variant=variant).encode(mixed), auto)

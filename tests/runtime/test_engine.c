@@ -496,6 +496,24 @@ static void test_bundle_errors(void) {
     CHECK(load_spec(&sp) == EMB_STATUS_OK, "int8 attention");
     sp.attention = "fp32";
     CHECK(load_spec(&sp) == EMB_STATUS_OK, "fp32 attention");
+    /* "auto": int8 from attention.int8_min_tokens tokens on, that key required and 1 .. 65536 */
+    sp.attention = "auto";
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "auto attention without its threshold");
+    sp.extra_meta = ",\"attention.int8_min_tokens\":\"64\"";
+    CHECK(load_spec(&sp) == EMB_STATUS_OK, "auto attention");
+    sp.extra_meta = ",\"attention.int8_min_tokens\":\"65536\"";
+    CHECK(load_spec(&sp) == EMB_STATUS_OK, "auto attention, the largest threshold");
+    static const char *const bad_min[] = {"0", "65537", "-1", "", "6x", "99999999999"};
+    for (size_t i = 0; i < sizeof bad_min / sizeof *bad_min; i++) {
+        char extra[96];
+        snprintf(extra, sizeof extra, ",\"attention.int8_min_tokens\":\"%s\"", bad_min[i]);
+        sp.extra_meta = extra;
+        CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "auto attention, threshold '%s'", bad_min[i]);
+    }
+    sp.attention = "int8", sp.extra_meta = ",\"attention.int8_min_tokens\":\"64\"";
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "a threshold without auto attention");
+    sp.attention = NULL;
+    CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "a threshold with fp32 attention");
     sp = synth_bert();
     sp.extra_tensor = "layers.0.attention.qkv.extra";
     CHECK(load_spec(&sp) == EMB_STATUS_CORRUPT, "an unused tensor");

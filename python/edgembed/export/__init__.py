@@ -195,6 +195,7 @@ def export_bundle(
     out: str | os.PathLike[str] | None = None,
     force: bool = False,
     attention: str | None = None,
+    attention_min_tokens: int | None = None,
     sparse: str | None = None,
 ) -> tuple[dict[str, object], Path]:
     """Write the C engine's bundle (``<name>.int8.emb``; a SPLADE model's "rescored" one
@@ -203,16 +204,24 @@ def export_bundle(
     The bundle goes into the model's cache directory unless ``out`` names a file; its size,
     sha256, format version, attention kind and (SPLADE models) sparse scheme are recorded in
     ``edgembed.json`` under ``bundles.int8`` either way. A recorded bundle of another format
-    version, attention kind or sparse scheme than asked for is rewritten. ``attention``: "fp32"
-    or "int8" (the attention's products, docs/quantization.md, "Attention"); None keeps the
-    recorded bundle's kind (fp32 for a new one). ``sparse`` (SPLADE models only): "rescored"
+    version, attention kind or sparse scheme than asked for is rewritten. ``attention``: "fp32",
+    "int8" or "auto" (int8 for each text of at least ``attention_min_tokens`` tokens, default
+    AUTO_INT8_MIN_TOKENS, fp32 for shorter ones: the attention's products, docs/quantization.md,
+    "Attention"); None keeps the recorded bundle's kind (fp32 for a new one), and a recorded
+    "auto" bundle's threshold. ``sparse`` (SPLADE models only): "rescored"
     (fp32 encoder, int8 decoder rescored exactly: fp32's vectors) or "int8" (every layer int8);
     None keeps the recorded bundle's scheme (DEFAULT_SPARSE, rescored, for a new one and for
     one recorded before the option).
     """
     from ..errors import InputError
     from ..model_dir import Task
-    from .bundle import BUNDLE_VERSION, SPARSE_SCHEMES, write_bundle
+    from .bundle import (
+        ATTENTION_KINDS,
+        AUTO_INT8_MIN_TOKENS,
+        BUNDLE_VERSION,
+        SPARSE_SCHEMES,
+        write_bundle,
+    )
 
     pulled = pull(model)
     _require_exportable(pulled.spec)
@@ -225,6 +234,8 @@ def export_bundle(
     stem = pulled.spec.name.replace("/", "--")  # a hub id ORG/NAME names one file
     entry = manifest.bundles.get("int8")
     is_sparse = pulled.spec.task is Task.SPARSE or manifest.task == "sparse"
+    if attention is not None and attention not in ATTENTION_KINDS:
+        raise InputError(f"attention {attention!r}: choose one of {', '.join(ATTENTION_KINDS)}")
     if sparse is not None and sparse not in SPARSE_SCHEMES:
         raise InputError(f"sparse {sparse!r}: choose one of {', '.join(SPARSE_SCHEMES)}")
     if sparse is not None and sparse != "int8" and not is_sparse:
@@ -237,9 +248,22 @@ def export_bundle(
         f"{stem}.rescored.emb" if sparse == "rescored" else f"{stem}.int8.emb")
     if attention is None:
         attention = str(entry.get("attention", "fp32")) if entry else "fp32"
+    if attention == "auto" and attention_min_tokens is None and entry \
+            and entry.get("attention") == "auto":  # the recorded threshold
+        attention_min_tokens = int(str(entry.get("attention_min_tokens", AUTO_INT8_MIN_TOKENS)))
+    if attention_min_tokens is not None and attention != "auto":
+        raise InputError(f"attention_min_tokens is for attention='auto', not {attention!r}")
+    if attention == "auto" and attention_min_tokens is None:
+        attention_min_tokens = AUTO_INT8_MIN_TOKENS
+    if attention_min_tokens is not None and (
+            isinstance(attention_min_tokens, bool) or not isinstance(attention_min_tokens, int)
+            or not 1 <= attention_min_tokens <= 65536):
+        raise InputError(f"attention_min_tokens {attention_min_tokens!r}: a whole number of "
+                         "tokens, 1 .. 65536")
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
             and entry.get("format_version") == BUNDLE_VERSION
             and entry.get("attention", "fp32") == attention
+            and entry.get("attention_min_tokens") == attention_min_tokens
             and entry.get("sparse", "int8") == sparse
             and target.is_file() and target.stat().st_size == entry.get("size")):
         return entry, target
@@ -249,7 +273,8 @@ def export_bundle(
     try:
         info = write_bundle(pulled.source_dir, Path(tmp), max_length=pulled.spec.max_seq_length,
                             name=pulled.spec.name, task=pulled.spec.task,
-                            attention=attention, sparse=sparse)
+                            attention=attention, attention_min_tokens=attention_min_tokens,
+                            sparse=sparse)
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -263,6 +288,8 @@ def export_bundle(
         "format_version": BUNDLE_VERSION,
         "attention": attention,
     }
+    if attention_min_tokens is not None:
+        record["attention_min_tokens"] = attention_min_tokens
     if is_sparse:
         record["sparse"] = sparse
     manifest.bundles["int8"] = record

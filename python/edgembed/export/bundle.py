@@ -33,7 +33,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import BundleError, ChecksumMismatch, InvalidModelDir, UnsupportedArchitecture
+from ..errors import (
+    BundleError,
+    ChecksumMismatch,
+    InputError,
+    InvalidModelDir,
+    UnsupportedArchitecture,
+)
 from ..model_dir import (
     Activation,
     Family,
@@ -81,7 +87,10 @@ HEADS = ("none", "classifier", "mlm")
 CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh", "identity")
 SPARSE_POOLINGS = ("max", "sum")
 SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
-ATTENTION_KINDS = ("int8", "fp32")  # the attention's products: int8 GEMMs, or fp32
+# the attention's products: int8 GEMMs, fp32, or "auto": int8 for each sequence of at least
+# attention_int8_min_tokens tokens (its own length, never its batch's), fp32 below
+ATTENTION_KINDS = ("int8", "fp32", "auto")
+AUTO_INT8_MIN_TOKENS = 64  # "auto"'s threshold (docs/benchmarks.md, "auto attention")
 # a SPLADE model's weights (docs/quantization.md, "Rerankers and SPLADE models"): "int8" every
 # linear layer and the word table int8; "rescored" the encoder, the transform and the word table
 # fp32, the masked-LM decoder int8 with its logits rescored exactly (bundle quantization
@@ -149,7 +158,8 @@ class BundleConfig:
     sparse_pooling: str = "max"            # or "sum"
     sparse_activation: str = "relu"        # or "log1p_relu"
     sparse_max_active_dims: int = 0        # the model's max_active_dims (0: every weight)
-    attention: str = "fp32"                # or "int8": QKᵀ and P·V in int8 (docs/quantization.md)
+    attention: str = "fp32"                # "int8": QKᵀ and P·V in int8 (docs/quantization.md);
+    attention_int8_min_tokens: int = AUTO_INT8_MIN_TOKENS  # "auto": int8 from this many tokens on
     sparse: str = "int8"                   # a SPLADE model's weights: one of SPARSE_SCHEMES
     extra: dict[str, str] = field(default_factory=dict)  # not written; reserved for callers
 
@@ -244,6 +254,9 @@ class BundleConfig:
                 raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
         if self.attention not in ATTENTION_KINDS:
             raise bad(f"attention {self.attention!r} (supported: {', '.join(ATTENTION_KINDS)})")
+        if not 1 <= self.attention_int8_min_tokens <= 65536:
+            raise bad(f"attention_int8_min_tokens = {self.attention_int8_min_tokens} is outside "
+                      "1..65536")
         if self.sparse not in SPARSE_SCHEMES:
             raise bad(f"sparse {self.sparse!r} (supported: {', '.join(SPARSE_SCHEMES)})")
         if self.sparse != "int8" and self.head != "mlm":
@@ -298,6 +311,8 @@ class BundleConfig:
         m.update({"quantization": QUANTIZATION[self.sparse], "weight_layout": "n4k4"})
         if self.attention != "fp32":  # absent: fp32 (and the bytes of fp32 bundles unchanged)
             m["attention"] = self.attention
+        if self.attention == "auto":
+            m["attention.int8_min_tokens"] = str(self.attention_int8_min_tokens)
         return m
 
 
@@ -769,6 +784,7 @@ def write_bundle(
     name: str | None = None,
     task: Task | None = None,
     attention: str = "fp32",
+    attention_min_tokens: int | None = None,
     sparse: str = "int8",
 ) -> dict[str, Any]:
     """Write the engine bundle of a sentence-transformers model directory to ``out``.
@@ -778,7 +794,9 @@ def write_bundle(
     tensors); ``max_length`` defaults to the model's max_seq_length; ``task`` is the catalog's
     word for files that do not say it themselves (a bare ``BertForMaskedLM`` is a SPLADE model
     only when its entry says ``sparse``). ``attention="int8"`` computes the attention's
-    products (QKᵀ, P·V) in int8 too (docs/quantization.md, "Attention"); the default is fp32.
+    products (QKᵀ, P·V) in int8 too (docs/quantization.md, "Attention"), ``attention="auto"``
+    does so for each text of at least ``attention_min_tokens`` tokens (default
+    AUTO_INT8_MIN_TOKENS; "auto" only) and keeps fp32 for shorter ones; the default is fp32.
     ``sparse`` (SPLADE models only): "int8", or "rescored" (fp32 encoder, int8 decoder with its
     logits rescored exactly; docs/quantization.md, "Rerankers and SPLADE models").
     Returns the bundle's metadata strings plus ``path``, ``size`` (bytes) and ``sha256`` (of
@@ -787,8 +805,14 @@ def write_bundle(
     hf_dir, out = Path(hf_dir), Path(out)
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
     desc = read_model_dir(hf_dir, task=task)
+    if attention_min_tokens is not None and attention != "auto":
+        raise InputError(f"attention_min_tokens is for attention='auto', not {attention!r}")
+    if attention_min_tokens is not None and not 1 <= attention_min_tokens <= 65536:
+        raise InputError(f"attention_min_tokens {attention_min_tokens}: 1 .. 65536 tokens")
     config = replace(bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name),
-                     attention=attention, sparse=sparse)
+                     attention=attention, sparse=sparse,
+                     attention_int8_min_tokens=(AUTO_INT8_MIN_TOKENS if attention_min_tokens is None
+                                                else attention_min_tokens))
     v = config.vocab_size
     # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
     streaming = tok_meta["tokenizer"] == "wordpiece" and "tokenizer.normalizers" not in tok_meta

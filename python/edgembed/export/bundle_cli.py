@@ -29,10 +29,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "model's NAME.rescored.emb, in the current directory); the "
                              "engine's own copy stays in the model's cache")
     parser.add_argument("--force", action="store_true", help="rewrite an existing bundle")
-    parser.add_argument("--attention", choices=("fp32", "int8"),
-                        help="the attention's products (QKᵀ, P·V): fp32 or int8, a little "
-                             "faster on long texts and slightly less accurate "
-                             "(docs/quantization.md); default: the cached bundle's, else fp32")
+    parser.add_argument("--attention", choices=("fp32", "int8", "auto"),
+                        help="the attention's products (QKᵀ, P·V): fp32, int8 (a little "
+                             "faster on long texts, slower on short ones, slightly less "
+                             "accurate) or auto (int8 for each text of at least "
+                             "--attention-min-tokens tokens, fp32 for shorter ones; "
+                             "docs/quantization.md); default: the cached bundle's, else fp32")
+    parser.add_argument("--attention-min-tokens", type=int, metavar="N",
+                        help="with --attention auto: the shortest text, in tokens, whose "
+                             "attention is int8 (1 .. 65536; default: the cached bundle's, "
+                             "else 64)")
     parser.add_argument("--sparse", choices=("rescored", "int8"),
                         help="SPLADE models: 'rescored' (fp32 encoder, int8 decoder whose "
                              "possibly positive logits are recomputed in fp32: fp32's vectors) "
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from . import export_bundle
 
     record, cached = export_bundle(args.model, force=args.force, attention=args.attention,
+                                   attention_min_tokens=args.attention_min_tokens,
                                    sparse=args.sparse)  # the cache's, recorded
     target = Path(args.output) if args.output else Path.cwd() / cached.name
     if target.is_dir():
