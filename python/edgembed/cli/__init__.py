@@ -77,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, BrokenPipeError):
             _silence_stdout()
             return EXIT_BROKEN_PIPE
-        print(f"{type(exc).__name__}: {_message(exc)}", file=sys.stderr)
+        from ..io.storage import redact  # a URL's password, a storage secret: never shown
+
+        print(redact(f"{type(exc).__name__}: {_message(exc)}"), file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import re
 import secrets
@@ -24,12 +25,14 @@ import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote, unquote
 
 from ..errors import EdgembedError, StorageDenied, StorageError, StorageNotFound
 
 __all__ = [
     "FSSPEC_HINT",
     "Location",
+    "RedactingFilter",
     "append_durably",
     "current_umask",
     "is_special",
@@ -38,7 +41,9 @@ __all__ = [
     "output_target",
     "redact",
     "remember_secrets",
+    "remember_url",
     "same_file",
+    "split_userinfo",
     "storage_error",
     "sync_dir",
     "truncate_durably",
@@ -76,16 +81,18 @@ class Location:
 
     def __init__(self, path: str, *, options: Mapping[str, Any] | None = None,
                  hint: str | None = None) -> None:
-        self.text = path
         self.remote = is_url(path)
+        self.text = path
         self._fs: Any = None
         self._path = path
         self._hint = hint
         if self.remote:
-            if options:
-                remember_secrets(options)
+            # What is shown and recorded (``text``, ``identity``) never holds a password: the
+            # URL's user and password are taken out of it (for s3, they are the key and secret).
+            path, opts = _credentials_of(path, dict(options or {}))
+            self.text = redact(path)
             with self._errors("open"):
-                fs, inner = _fsspec(path).core.url_to_fs(path, **dict(options or {}))
+                fs, inner = _fsspec(path).core.url_to_fs(path, **opts)
             self._fs, self._path = fs, inner
         else:
             self._path = os.path.abspath(os.path.expanduser(path))
@@ -229,10 +236,44 @@ class Location:
             raise storage_error(self.text, doing, exc, self._hint) from None
 
 
+def _credentials_of(url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(the URL to open, the fsspec options to open it with), with every secret remembered.
+
+    For ``s3://``, a user and password in the URL (``s3://KEY:SECRET@bucket/key``) or in the
+    endpoint (``endpoint_url``, else ``$AWS_ENDPOINT_URL_S3`` / ``$AWS_ENDPOINT_URL``:
+    ``https://KEY:SECRET@host``) are the access key and secret, unless the options give them:
+    S3 requests are signed with them, and the HTTP client refuses a signed request to an
+    endpoint that holds credentials. Other protocols get the URL as it is (fsspec reads a
+    user and password from it where the protocol has them)."""
+    remember_url(url)
+    remember_secrets(options)
+    if url.split("://", 1)[0].lower() not in ("s3", "s3a"):
+        return url, options
+    bare, user, password = split_userinfo(url)
+    if password is not None and user is not None:
+        url = bare
+        options.setdefault("key", user)
+        options.setdefault("secret", password)
+        _remember(user)
+    endpoint = options.get("endpoint_url")
+    if endpoint is None:
+        endpoint = next((v for n in _ENDPOINT_ENV if (v := os.environ.get(n))), None)
+    if isinstance(endpoint, str):
+        clean, user, password = split_userinfo(endpoint)
+        if clean != endpoint:
+            options["endpoint_url"] = clean
+            if user is not None and password is not None:
+                options.setdefault("key", user)
+                options.setdefault("secret", password)
+                _remember(user)
+    return url, options
+
+
 def storage_error(url: str, doing: str, exc: BaseException, hint: str | None = None
                   ) -> StorageError:
     """The one-line error for ``exc``, raised by an object store while ``doing`` (read, write,
     open) ``url``; its text holds no credential."""
+    url = redact(url)
     scheme = url.split("://", 1)[0].lower()
     reason = _reason(exc)
     if isinstance(exc, PermissionError):
@@ -268,29 +309,95 @@ def _reason(exc: BaseException) -> str:
 
 # --- secrets never shown --------------------------------------------------------------------------
 
-_SECRET_NAME = re.compile(r"key|secret|token|password|credential|sas|connection", re.I)
+_SECRET_NAME = re.compile(r"key|secret|token|passw|credential|sas|connection|auth|signature",
+                          re.I)
 _SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_ACCOUNT_KEY",
                "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_SAS_TOKEN")
+_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+# scheme://user:password@ (the password up to the authority's last "@"), and the user alone
+# of an http(s) URL, which is a token there (https://TOKEN@host)
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#@:]*):([^\s/?#]*)@")
+# s3://KEY:SECRET@bucket: an S3 secret may hold "/" (a bucket never holds ":")
+_S3_USERINFO = re.compile(r"(?i)\b(s3a?://)([^\s/?#@:]*):([^\s?#@]*)@")
+_HTTP_USER = re.compile(r"(?i)\b(https?://)([^\s/?#@:]+)@")
 _secrets: set[str] = set()
 
 
+def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """(the URL without its user and password, the user, the password), percent-decoded;
+    ``(url, None, None)`` when it has none. Only ``scheme://user:password@…`` (and, for
+    http(s), ``scheme://user@…``) counts: ``abfs://container@account/…`` names a place."""
+    m = _S3_USERINFO.match(url) or _USERINFO.match(url) or _HTTP_USER.match(url)
+    if m is None:
+        return url, None, None
+    user = unquote(m.group(2))
+    password = unquote(m.group(3)) if m.re is not _HTTP_USER else None
+    return m.group(1) + url[m.end():], user, password
+
+
+def _remember(value: str) -> None:
+    if len(value) >= 4:
+        _secrets.add(value)
+        _secrets.add(quote(value, safe=""))
+
+
 def remember_secrets(options: Mapping[str, Any]) -> None:
-    """Remember the secret values of storage options (any option whose name says key, secret,
-    token, password, credential, sas or connection, nested dicts included), for ``redact``."""
+    """Remember the secret values of storage options (any option whose name says key,
+    secret, token, password, credential, sas, connection, auth or signature, nested dicts
+    included), and the password of any URL among them (``endpoint_url``:
+    ``https://user:password@host``), for ``redact``."""
     for name, value in options.items():
         if isinstance(value, Mapping):
             remember_secrets(value)
-        elif isinstance(value, str) and len(value) >= 4 and _SECRET_NAME.search(str(name)):
-            _secrets.add(value)
+        elif isinstance(value, str):
+            if _SECRET_NAME.search(str(name)):
+                _remember(value)
+            remember_url(value)
+
+
+def remember_url(url: str) -> None:
+    """Remember the password (or, for http(s), the token user) a URL holds, for ``redact``."""
+    _, user, password = split_userinfo(url)
+    if password is not None:
+        _remember(password)
+    elif user is not None:
+        _remember(user)
 
 
 def redact(text: str) -> str:
     """``text`` with every remembered secret (and the environment's storage secrets) replaced
-    by ``***``."""
-    known = _secrets | {v for n in _SECRET_ENV if len(v := os.environ.get(n, "")) >= 4}
+    by ``***``, and the password of every URL in it (``scheme://user:***@host``; for http(s)
+    a lone user, a token there, too: ``https://***@host``)."""
+    known = set(_secrets)
+    for name in _SECRET_ENV:
+        if len(value := os.environ.get(name, "")) >= 4:
+            known.add(value)
+    for name in _ENDPOINT_ENV:
+        _, user, password = split_userinfo(os.environ.get(name, ""))
+        if (secret := password if password is not None else user) and len(secret) >= 4:
+            known |= {secret, quote(secret, safe="")}
     for secret in sorted(known, key=len, reverse=True):
         text = text.replace(secret, "***")
-    return text
+    for pattern in (_S3_USERINFO, _USERINFO):
+        text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
+    return _HTTP_USER.sub(lambda m: f"{m.group(1)}***@", text)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that passes every record through ``redact``: its message, and the
+    traceback of an exception it carries (formatted here, so handlers print the redacted
+    text)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        shown = redact(message)
+        if shown != message:
+            record.msg, record.args = shown, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
 
 
 # --- local output paths ------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from ..errors import InputError, NotAllowed
+from .storage import redact, split_userinfo
 
 __all__ = [
     "STORAGE_SCHEMES",
@@ -62,6 +63,9 @@ def normalize_storage_url(url: str, *, folder: bool = False) -> str:
     if "::" in url:
         raise InputError(f"{_show(url)}: '::' (chained URLs) is not accepted in a storage URL")
     bucket, _, key = rest.partition("/")
+    if split_userinfo(url)[2] is not None:
+        raise InputError(f"{_show(url)}: a storage URL may not hold a user or password; the "
+                         "credentials for a prefix are the server operator's (--key-settings)")
     if not _BUCKET.match(bucket):
         raise InputError(f"{_show(url)}: {bucket!r} is not a bucket name (letters, digits, "
                          "'.', '_', '-')")
@@ -189,6 +193,6 @@ class AllowList:
 
 
 def _show(url: str) -> str:
-    """A URL for a message: printable, and short."""
-    text = "".join(c if c.isprintable() else "?" for c in url)
+    """A URL for a message: printable, short, and without a password (``redact``)."""
+    text = redact("".join(c if c.isprintable() else "?" for c in url))
     return repr(text if len(text) <= 200 else text[:200] + "…")

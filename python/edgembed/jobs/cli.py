@@ -16,6 +16,7 @@ from typing import Any
 from ..cli.options import add_format_options, add_model_options, add_vector_options, positive_int
 from ..cli.registry import Command
 from ..errors import InputError, JobError
+from ..io.storage import redact
 from .runner import run_batch
 from .spec import DEFAULT_CHUNK, ENGINES, BatchSpec
 from .webhooks import RETRIES_ENV, SECRET_ENV
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     def say(message: str) -> None:
         if not args.quiet:
-            print(f"embed: {message}", file=sys.stderr, flush=True)
+            print(f"embed: {redact(message)}", file=sys.stderr, flush=True)
 
     spec = _spec(args)
     hook = _Notifier.from_args(args, say) if getattr(args, "notify", None) else None
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     except BaseException as exc:
         if hook is not None:
-            hook.send("batch.failed", {"error": f"{type(exc).__name__}: {exc}"})
+            hook.send("batch.failed", {"error": redact(f"{type(exc).__name__}: {exc}")})
         raise
     if hook is not None:
         hook.send("batch.completed", {
@@ -134,8 +135,9 @@ def _run(args: argparse.Namespace, spec: BatchSpec, say: Any) -> Any:
     try:
         result = run_batch(spec, say=say, show_progress=not args.quiet and sys.stderr.isatty())
     except KeyboardInterrupt:  # said even with --quiet: the way back matters
-        print(f"embed: interrupted; finished chunks are kept, continue with: embed batch "
-              f"{args.input} -o {args.output} --resume", file=sys.stderr, flush=True)
+        print(redact(f"embed: interrupted; finished chunks are kept, continue with: embed "
+                     f"batch {args.input} -o {args.output} --resume"), file=sys.stderr,
+              flush=True)
         raise
     resumed = f" ({result.resumed_rows:,} from the interrupted run)" if result.resumed_rows else ""
     errors = (f"; {result.errors:,} malformed rows listed in {result.errors_file}"
@@ -146,15 +148,16 @@ def _run(args: argparse.Namespace, spec: BatchSpec, say: Any) -> Any:
     if result.rows and not result.embedded:
         # Nothing was embedded: a job that succeeds with no vectors at all is a mistake in
         # the options (--field, --column) far more often than an input of broken rows.
-        raise JobError(f"all {result.rows:,} rows of {args.input} were malformed, so nothing "
-                       f"was embedded (see {result.errors_file}); check --field or --column")
+        raise JobError(f"all {result.rows:,} rows of {redact(args.input)} were malformed, so "
+                       f"nothing was embedded (see {result.errors_file}); check --field or "
+                       "--column")
     if args.json:
-        print(json.dumps({"output": result.output, "errors_file": result.errors_file,
+        print(redact(json.dumps({"output": result.output, "errors_file": result.errors_file,
                           "rows": result.rows, "embedded": result.embedded,
                           "errors": result.errors, "resumed_rows": result.resumed_rows,
                           "computed_rows": result.computed_rows,
                           "seconds": round(result.seconds, 3),
-                          "texts_per_second": round(result.texts_per_second, 1)}))
+                          "texts_per_second": round(result.texts_per_second, 1)})))
     return result
 
 

@@ -90,7 +90,7 @@ def run_batch(
         recorded = wd.read_manifest()
         if recorded is not None and not (spec.resume or spec.restart):
             done = sum(p.rows for p in wd.committed().values())
-            raise JobError(f"{spec.output} has an interrupted job ({done:,} rows done, in "
+            raise JobError(f"{output.text} has an interrupted job ({done:,} rows done, in "
                            f"{wd.path}); continue it with --resume, or start over with "
                            "--restart")
         if recorded is not None and spec.restart:
@@ -111,7 +111,7 @@ def run_batch(
                 note(f"resuming the job in {wd.path}")
             else:
                 if spec.resume:
-                    note(f"no interrupted job for {spec.output}; starting it")
+                    note(f"no interrupted job for {output.text}; starting it")
                 wd.write_manifest(manifest)
             committed = wd.committed()
             bar = ProgressBar(show_progress, total_rows=reader.total_rows,
@@ -138,7 +138,7 @@ def run_batch(
         raise
     wd.remove()
     seconds = time.monotonic() - started
-    return BatchResult(output=spec.output, errors_file=errors_loc.text if n_errors else None,
+    return BatchResult(output=output.text, errors_file=errors_loc.text if n_errors else None,
                        rows=rows, embedded=embedded, errors=n_errors, resumed_rows=resumed,
                        computed_rows=bar.computed, seconds=seconds)
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import InputError
+from ..io.storage import RedactingFilter
 
 if TYPE_CHECKING:
     from .store import JobStore
@@ -65,6 +66,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("edgembed.webhooks")
+_log.addFilter(RedactingFilter())  # no password or storage secret in a log line
 
 SECRET_ENV = "EDGEMBED_WEBHOOK_SECRET"
 RETRIES_ENV = "EDGEMBED_WEBHOOK_RETRIES"

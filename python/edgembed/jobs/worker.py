@@ -55,13 +55,14 @@ from typing import Any
 
 from ..errors import BatcherClosed, NotAllowed, Overloaded, StorageError
 from ..io.readers import TooDeep, loads, nonblank_lines, top_level_string
-from ..io.storage import append_durably, truncate_durably
+from ..io.storage import RedactingFilter, append_durably, truncate_durably
 from .access import AccessPolicy
 from .store import BatchRecord, JobStore
 
 __all__ = ["Answer", "Handler", "JobWorker", "request_lines", "validate_lines"]
 
 _log = logging.getLogger("edgembed.jobs")
+_log.addFilter(RedactingFilter())  # no password or storage secret in a log line
 
 MAX_REPORTED_ERRORS = 100
 RETRY_CAP_S = 5.0

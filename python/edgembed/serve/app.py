@@ -36,6 +36,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 from .. import __version__
 from ..batching import AdaptiveBatcher
 from ..errors import EdgembedError, ModelNotFound
+from ..io.storage import RedactingFilter
 from .asgi import HeadMiddleware
 from .auth import PUBLIC_PATHS, AuthMiddleware, KeyChecker
 from .errors import InvalidJSON, NotJSON, error_body, family_of, render_error, status_error
@@ -73,6 +74,7 @@ from .shared import (
 __all__ = ["DEADLINE_HEADER", "PRIORITY_HEADER", "ServerState", "create_app"]
 
 _log = logging.getLogger("edgembed.serve")
+_log.addFilter(RedactingFilter())  # no password or storage secret in a log line
 
 def create_app(model: ServedModel, settings: ServeSettings | None = None) -> FastAPI:
     """The ASGI app serving ``model``. Run it with uvicorn (``edgembed.serve.server``)."""

@@ -352,7 +352,9 @@ def run_serve(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
     except (EdgembedError, ImportError) as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        from ..io.storage import redact
+
+        print(redact(f"{type(exc).__name__}: {exc}"), file=sys.stderr)
         return 1
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
