@@ -90,7 +90,7 @@ SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
 # the attention's products: int8 GEMMs, fp32, or "auto": int8 for each sequence of at least
 # attention_int8_min_tokens tokens (its own length, never its batch's), fp32 below
 ATTENTION_KINDS = ("int8", "fp32", "auto")
-AUTO_INT8_MIN_TOKENS = 64  # "auto"'s threshold (docs/benchmarks.md, "auto attention")
+AUTO_INT8_MIN_TOKENS = 128  # "auto"'s threshold (docs/benchmarks.md, "auto attention")
 # a SPLADE model's weights (docs/quantization.md, "Rerankers and SPLADE models"): "int8" every
 # linear layer and the word table int8; "rescored" the encoder, the transform and the word table
 # fp32, the masked-LM decoder int8 with its logits rescored exactly (bundle quantization

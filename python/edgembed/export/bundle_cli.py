@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attention-min-tokens", type=int, metavar="N",
                         help="with --attention auto: the shortest text, in tokens, whose "
                              "attention is int8 (1 .. 65536; default: the cached bundle's, "
-                             "else 64)")
+                             "else 128)")
     parser.add_argument("--sparse", choices=("rescored", "int8"),
                         help="SPLADE models: 'rescored' (fp32 encoder, int8 decoder whose "
                              "possibly positive logits are recomputed in fp32: fp32's vectors) "
