@@ -250,11 +250,8 @@ def _credentials_of(url: str, options: dict[str, Any]) -> tuple[str, dict[str, A
     if url.split("://", 1)[0].lower() not in ("s3", "s3a"):
         return url, options
     bare, user, password = split_userinfo(url)
-    if password is not None and user is not None:
+    if _use_pair(options, user, password):
         url = bare
-        options.setdefault("key", user)
-        options.setdefault("secret", password)
-        _remember(user)
     endpoint = options.get("endpoint_url")
     if endpoint is None:
         endpoint = next((v for n in _ENDPOINT_ENV if (v := os.environ.get(n))), None)
@@ -262,11 +259,19 @@ def _credentials_of(url: str, options: dict[str, Any]) -> tuple[str, dict[str, A
         clean, user, password = split_userinfo(endpoint)
         if clean != endpoint:
             options["endpoint_url"] = clean
-            if user is not None and password is not None:
-                options.setdefault("key", user)
-                options.setdefault("secret", password)
-                _remember(user)
+            _use_pair(options, user, password)
     return url, options
+
+
+def _use_pair(options: dict[str, Any], user: str | None, password: str | None) -> bool:
+    """Take ``user`` and ``password`` as the s3 key and secret, unless ``options`` give
+    them (and remember the key, for ``redact``); whether there was a pair."""
+    if user is None or password is None:
+        return False
+    options.setdefault("key", user)
+    options.setdefault("secret", password)
+    _remember(user)
+    return True
 
 
 def storage_error(url: str, doing: str, exc: BaseException, hint: str | None = None
