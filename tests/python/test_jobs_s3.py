@@ -36,6 +36,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 import s3_server  # noqa: E402
 from edgembed.embedder import Embedder  # noqa: E402
 from edgembed.jobs.cli import main  # noqa: E402
+from log_capture import Captured, captured_logs  # noqa: E402
 
 MODEL_ARGS = ["--variant", "int8", "--backend", "onnx", "-q"]
 N_ROWS = 240
@@ -198,15 +199,6 @@ QUOTING = {"s3_additional_kwargs": {"BucketKeyEnabled": QUOTED}}
 MAX_UPLOAD = 64 * 1024
 
 
-class Captured(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 @pytest.fixture(scope="module")
 def api_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The server's folder: its --key-settings file, and its --jobs-dir (``jobs``)."""
@@ -230,14 +222,9 @@ def api(s3: s3_server.S3, embedder: Embedder, api_root: Path
         {"key": KEY_D, "storage": [{"prefix": "s3://tenant-a/d",
                                     "options": {**s3.options(), **QUOTING}}]},
     ]}))
-    captured = Captured()
-    logging.getLogger().addHandler(captured)
-    edgembed_log = logging.getLogger("edgembed")
-    level = edgembed_log.level
-    edgembed_log.setLevel(logging.DEBUG)
     settings = ServeSettings(api_keys=(KEY_A, KEY_B, KEY_C, KEY_D), latency_target_ms=1000)
-    app = create_app(ServedModel.from_embedder(embedder), settings)
-    with pytest.MonkeyPatch.context() as mp:
+    with captured_logs() as captured, pytest.MonkeyPatch.context() as mp:
+        app = create_app(ServedModel.from_embedder(embedder), settings)
         for name, value in s3.env().items():  # the server's own credentials: --allow-storage
             mp.setenv(name, value)
         install_jobs(app, JobSettings(root / "jobs", max_upload_bytes=MAX_UPLOAD,
@@ -246,8 +233,6 @@ def api(s3: s3_server.S3, embedder: Embedder, api_root: Path
                                       key_settings=root / "keys.json"))
         with BackgroundServer(app, settings) as server:
             yield server, captured
-    logging.getLogger().removeHandler(captured)
-    edgembed_log.setLevel(level)
 
 
 def client(server: Any, key: str) -> Any:

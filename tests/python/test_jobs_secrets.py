@@ -18,7 +18,6 @@ completes used the credentials as given:
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -39,6 +38,7 @@ pytest.importorskip("fastapi", reason="needs the serve extra: pip install 'edgem
 
 import s3_server  # noqa: E402
 from edgembed.embedder import Embedder  # noqa: E402
+from log_capture import Captured, captured_logs  # noqa: E402
 
 MODEL_ARGS = ["--variant", "int8", "--backend", "onnx"]
 CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -173,15 +173,6 @@ def test_embed_batch_with_the_key_pair_in_the_urls_never_shows_it(
 KEY_E, KEY_F = "key-e-0123456789", "key-f-0123456789"
 
 
-class Captured(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
 @pytest.fixture
 def api(s3: s3_server.S3, embedder: Embedder, tmp_path: Path
         ) -> Iterator[tuple[Any, Captured, Path]]:
@@ -201,22 +192,14 @@ def api(s3: s3_server.S3, embedder: Embedder, tmp_path: Path
             "endpoint_url": f"http://operator:{ENDPOINT_SECRET}@127.0.0.1:1",
             "config_kwargs": {"retries": {"max_attempts": 1}}, **region}}]},
     ]}))
-    captured = Captured()
-    logging.getLogger().addHandler(captured)
-    edgembed_log = logging.getLogger("edgembed")
-    level = edgembed_log.level
-    edgembed_log.setLevel(logging.DEBUG)
     settings = ServeSettings(api_keys=(KEY_E, KEY_F), latency_target_ms=1000)
-    app = create_app(ServedModel.from_embedder(embedder), settings)
-    install_jobs(app, JobSettings(tmp_path / "jobs", requests_in_flight=8,
-                                  allow_webhook=("https://hooks.example/",),
-                                  key_settings=tmp_path / "keys.json"))
-    try:
+    with captured_logs() as captured:
+        app = create_app(ServedModel.from_embedder(embedder), settings)
+        install_jobs(app, JobSettings(tmp_path / "jobs", requests_in_flight=8,
+                                      allow_webhook=("https://hooks.example/",),
+                                      key_settings=tmp_path / "keys.json"))
         with BackgroundServer(app, settings) as server:
             yield server, captured, tmp_path / "jobs"
-    finally:
-        logging.getLogger().removeHandler(captured)
-        edgembed_log.setLevel(level)
 
 
 def client(server: Any, key: str) -> Any:
