@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from edgembed.errors import InputError, NotAllowed, StorageDenied, StorageError, StorageNotFound
-from edgembed.io.storage import redact, remember_secrets, storage_error
+from edgembed.io.storage import redact, redact_url, remember_secrets, storage_error
 from edgembed.io.urls import AllowList, normalize_storage_url, normalize_webhook_url
 from edgembed.jobs.access import AccessPolicy, owner_of, read_key_settings
 from edgembed.jobs.webhooks import new_secret, parse_schedule, parse_secret
@@ -188,3 +188,53 @@ def test_key_settings_give_each_key_its_prefixes_credentials_and_secret(tmp_path
         path.write_text(json.dumps(bad))
         with pytest.raises(InputError):
             read_key_settings(path)
+
+
+# Plain text that is no URL with credentials, as redact() must leave it: e-mail addresses,
+# clock times (user:pass-shaped), key=value pairs, ports, "@" in a path or query, place names
+# with "@" (abfs), and compact JSON whose URL with a port is followed by an e-mail address
+# (before the fix, the password match ran from the port through the quotes to its "@").
+KEPT = [
+    "mail alice@example.com about it",
+    "started 12:30:45, done 12:31:02 (user:pass@host is not a URL)",
+    "key=value token=abc region=eu-x-1 retries=3",
+    "http://127.0.0.1:8080/v1/embeddings answered 413",
+    "see https://example.com/a@b and https://example.com/?to=a@b#c@d",
+    "ssh://git@example.com/repo and abfs://container@account.dfs.core.windows.net/x",
+    '{"endpoint":"http://minio:9000","contact":"ops@example.com"}',
+    '["https://example.com","a@b.c"]',
+    '<http://proxy:3128>"ops@example.com"',
+    "s3://bucket/key:with@at s3://bucket/a:b/c@d",
+]
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_redact_leaves_text_without_credentials_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+# (text, what redact() shows): the password of every URL, wherever the text holds it, the
+# token user of an http(s) URL, and an s3 secret holding "/".
+GONE = [
+    ("ftp://user:pw-1234@h/x at 12:30:45", "ftp://user:***@h/x at 12:30:45"),
+    ('{"url":"https://u:pw%22x@h/k","by":"ops@example.com"}',
+     '{"url":"https://u:***@h/k","by":"ops@example.com"}'),
+    ("s3://KEY:SEC/RET+1@bucket/k, mail a@b.c", "s3://KEY:***@bucket/k, mail a@b.c"),
+    ("git+https://tok-5678@example.com/x", "git+https://***@example.com/x"),
+    ("redis://:pw-9012@host:6379/0", "redis://:***@host:6379/0"),
+    ("https://user:pa@ss@host/x", "https://user:***@host/x"),
+]
+
+
+@pytest.mark.parametrize(("text", "shown"), GONE)
+def test_redact_takes_out_every_url_password(text: str, shown: str) -> None:
+    assert redact(text) == shown
+
+
+def test_a_refused_url_is_shown_without_a_password_no_url_may_hold() -> None:
+    """A password with a character no URL holds unencoded (") ends the free-text match, but a
+    storage URL is checked whole: it is refused, and the message does not repeat it."""
+    assert redact_url('https://u:a"b-3456@host/x') == "https://u:***@host/x"
+    with pytest.raises(InputError) as err:
+        normalize_storage_url('s3://KEY:se"cret-7890@bucket/k')
+    assert "cret-7890" not in str(err.value) and "s3://KEY:***@bucket/k" in str(err.value)

@@ -40,6 +40,7 @@ __all__ = [
     "new_file_mode",
     "output_target",
     "redact",
+    "redact_url",
     "remember_secrets",
     "remember_url",
     "same_file",
@@ -325,6 +326,15 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#@:]*):([^\s/?#]*)@"
 # s3://KEY:SECRET@bucket: an S3 secret may hold "/" (a bucket never holds ":")
 _S3_USERINFO = re.compile(r"(?i)\b(s3a?://)([^\s/?#@:]*):([^\s?#@]*)@")
 _HTTP_USER = re.compile(r"(?i)\b(https?://)([^\s/?#@:]+)@")
+# The same three in free text (``redact``), where a URL also ends at a character that no URL
+# holds unencoded (RFC 3986: " < > \ ^ ` { | }): in compact JSON or markup, the password
+# match must not run on through the quotes into a later field's "@" (an e-mail address).
+_NOT_IN_URL = r"\s\"<>\\^`{|}"
+_TEXT_PATTERNS = (
+    re.compile(rf"(?i)\b(s3a?://)([^{_NOT_IN_URL}/?#@:]*):([^{_NOT_IN_URL}?#@]*)@"),
+    re.compile(rf"(?i)\b([a-z][a-z0-9+.-]*://)([^{_NOT_IN_URL}/?#@:]*):([^{_NOT_IN_URL}/?#]*)@"),
+)
+_TEXT_HTTP_USER = re.compile(rf"(?i)\b(https?://)([^{_NOT_IN_URL}/?#@:]+)@")
 _secrets: set[str] = set()
 
 
@@ -383,9 +393,21 @@ def redact(text: str) -> str:
             known |= {secret, quote(secret, safe="")}
     for secret in sorted(known, key=len, reverse=True):
         text = text.replace(secret, "***")
-    for pattern in (_S3_USERINFO, _USERINFO):
+    for pattern in _TEXT_PATTERNS:
         text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
-    return _HTTP_USER.sub(lambda m: f"{m.group(1)}***@", text)
+    return _TEXT_HTTP_USER.sub(lambda m: f"{m.group(1)}***@", text)
+
+
+def redact_url(url: str) -> str:
+    """One URL as ``redact`` shows it, its password scrubbed also where it holds characters
+    a URL may not (``https://user:a"b@host``: ``split_userinfo`` sees that password too)."""
+    bare, user, password = split_userinfo(url)
+    if password is not None:
+        url = f"{bare.split('://', 1)[0]}://{quote(user or '', safe='')}:***@" \
+              f"{bare.split('://', 1)[1]}"
+    elif user is not None:
+        url = f"{bare.split('://', 1)[0]}://***@{bare.split('://', 1)[1]}"
+    return redact(url)
 
 
 class RedactingFilter(logging.Filter):

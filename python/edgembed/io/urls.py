@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from ..errors import InputError, NotAllowed
-from .storage import redact, split_userinfo
+from .storage import redact_url, split_userinfo
 
 __all__ = [
     "STORAGE_SCHEMES",
@@ -193,6 +193,6 @@ class AllowList:
 
 
 def _show(url: str) -> str:
-    """A URL for a message: printable, short, and without a password (``redact``)."""
-    text = redact("".join(c if c.isprintable() else "?" for c in url))
+    """A URL for a message: printable, short, and without a password (``redact_url``)."""
+    text = redact_url("".join(c if c.isprintable() else "?" for c in url))
     return repr(text if len(text) <= 200 else text[:200] + "…")
