@@ -413,3 +413,56 @@ def test_allow_storage_and_allow_webhook_given_twice_allow_both(
     assert policy.webhook_allowed("https://two.example/k/y")
     assert not policy.webhook_allowed("https://two.example/h/x")
     assert not policy.webhook_allowed("https://three.example/h")
+
+
+QUEUE_TOKENS = 64  # --max-queue-tokens of the server below: a request over it alone is 413
+
+
+def test_a_batch_request_over_the_queue_token_limit_is_its_413_error_line(
+    embedder: Embedder, tmp_path: Path
+) -> None:
+    """A batch's requests run in the bulk lane, admitted by tokens (``FairGate.admit`` behind
+    the slicer), which refuses one over ``--max-queue-tokens`` alone with LimitExceeded: the
+    worker writes it as that request's 413 error line (in the OpenAI error shape), and the
+    batch goes on to ``completed`` with every other request answered, each line once. Token
+    counts are the model's own (``embedder.count_tokens``), so the long request is over the
+    limit and the short ones under it whatever the tokenizer makes of the words. (The
+    interactive route sends a request of one slice straight to the batcher: this admission,
+    and so this 413, is the bulk lane's.)"""
+    settings = ServeSettings(api_keys=(KEY_A,), max_queue_tokens=QUEUE_TOKENS,
+                             latency_target_ms=1000)
+    app = create_app(ServedModel.from_embedder(embedder), settings)
+    install_jobs(app, JobSettings(tmp_path / "jobs", requests_in_flight=8))
+    long = [f"a long request's text number {i} about rain and stocks" for i in range(12)]
+    short = [[f"short text {i}"] for i in range(6)]
+    counts = embedder.count_tokens(long)
+    assert sum(counts) > QUEUE_TOKENS and all(sum(embedder.count_tokens(s)) < QUEUE_TOKENS
+                                              for s in short)
+    lines = [request_line(f"short-{i}", {"input": s}) for i, s in enumerate(short[:3])]
+    lines.append(request_line("too-many-tokens", {"input": long}))
+    lines += [request_line(f"short-{i}", {"input": s}) for i, s in enumerate(short[3:], 3)]
+    with BackgroundServer(app, settings) as server, client(server) as c:
+        upload = c.files.create(file=("in.jsonl", ("\n".join(lines) + "\n").encode(),
+                                      "application/jsonl"), purpose="batch")
+        batch = c.batches.create(input_file_id=upload.id, endpoint="/v1/embeddings",
+                                 completion_window="24h")
+        done = wait_for(c, batch.id, ("completed", "failed", "expired", "cancelled"),
+                        timeout=60)
+        assert done.status == "completed", done.errors
+        assert done.request_counts is not None
+        assert (done.request_counts.total, done.request_counts.completed,
+                done.request_counts.failed) == (7, 6, 1)
+        assert done.output_file_id and done.error_file_id
+        out = results(c.files.content(done.output_file_id).text)
+        errors = results(c.files.content(done.error_file_id).text)
+    assert set(out) == {f"short-{i}" for i in range(6)} and set(errors) == {"too-many-tokens"}
+    refused = errors["too-many-tokens"]["response"]
+    assert refused["status_code"] == 413
+    error = refused["body"]["error"]
+    assert error["code"] == "limit_exceeded", error
+    assert f"this request has {sum(counts):,} tokens" in error["message"], error
+    assert "--max-queue-tokens" in error["message"], error
+    for i, s in enumerate(short):
+        (got,) = out[f"short-{i}"]["response"]["body"]["data"]
+        np.testing.assert_allclose(np.array(got["embedding"], dtype=np.float32),
+                                   embedder.embed(s)[0], atol=1e-6)
