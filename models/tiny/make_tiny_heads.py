@@ -23,7 +23,7 @@ in a trained SPLADE model, most vocabulary entries stay at zero and the vectors 
 Run from the repository root in the throwaway reference environment (torch 2.13 CPU,
 transformers 5.24, sentence-transformers 6.2, tokenizers 0.23; nothing is downloaded):
 
-    /work/refvenv/bin/python models/tiny/make_tiny_heads.py
+    /work/refvenv/bin/python models/tiny/make_tiny_heads.py [NAME ...]   # default: all
 """
 
 from __future__ import annotations
@@ -158,6 +158,17 @@ def specs(texts: list[str]) -> list[HeadSpec]:
                   "log(1 + relu); saved by SparseEncoder; variants: sum pooling with "
                   "log1p_relu, the legacy MLMTransformer module, and a bare checkpoint (no "
                   "sentence-transformers files, as SPLADE-tiny)"),
+        HeadSpec("splade-bert-untied", "sparse", transformers.BertConfig(
+            vocab_size=v_un, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, max_position_embeddings=128, tie_word_embeddings=False,
+            **drop),
+            bert_tokenizer(uncased, 128), 128, splade={"pooling_strategy": "max",
+                                                        "activation_function": "relu"},
+            seed=27,
+            about="BertForMaskedLM whose decoder is NOT tied to the word embeddings "
+                  "(tie_word_embeddings false: cls.predictions.decoder.weight is its own "
+                  "random matrix) + SpladePooling max of log(1 + relu), 128 positions; saved "
+                  "by SparseEncoder"),
         HeadSpec("splade-distilbert", "sparse", transformers.DistilBertConfig(
             vocab_size=v_un, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
             max_position_embeddings=128, activation="gelu", dropout=0.0,
@@ -174,9 +185,12 @@ def _sparsify(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, texts:
               seed: int) -> None:
     """A negative decoder bias, so most vocabulary logits stay below zero (sparse vectors, as
     a trained SPLADE model's): about 2.5 standard deviations of the logits on the corpus."""
-    names = ("cls.predictions.bias", "cls.predictions.decoder.bias", "vocab_projector.bias",
-             "lm_head.bias", "decoder.bias")
-    bias = next(p for n, p in model.named_parameters() if n in names)
+    # the decoder's own bias first: an untied decoder (transformers 5) adds it, not the head's
+    # "cls.predictions.bias", which then stays unused (tied, the two are one tensor)
+    names = ("cls.predictions.decoder.bias", "lm_head.decoder.bias", "decoder.bias",
+             "vocab_projector.bias", "cls.predictions.bias", "lm_head.bias")
+    params = dict(model.named_parameters())
+    bias = next(params[n] for n in names if n in params)
     with torch.no_grad():
         bias.zero_()
         enc = tokenizer(texts[:64], padding=True, truncation=True, return_tensors="pt")
@@ -269,9 +283,13 @@ def variant(base: Path, out: Path, spec: HeadSpec, change: dict[str, Any]) -> No
 
 
 def main() -> int:
+    """Every model, or those named on the command line (with their variants)."""
+    only = set(sys.argv[1:])
     texts = [str(t) for t in json.loads(CORPUS.read_text(encoding="utf-8"))] + english_strings()
     OUT.mkdir(parents=True, exist_ok=True)
     for spec in specs(texts):
+        if only and spec.name not in only:
+            continue
         out = OUT / spec.name
         build(spec, out, texts)
         print(f"{spec.name}: {sum(f.stat().st_size for f in out.rglob('*') if f.is_file())} bytes")

@@ -1283,6 +1283,11 @@ def read_safetensors(path: Path, *, remedy: str = "") -> dict[str, Array]:
 # --- canonical weight names --------------------------------------------------------------------
 
 _PREFIXES = ("bert.", "roberta.", "distilbert.", "mpnet.", "model.", "camembert.")
+# A masked-LM head holds two vocabulary biases in transformers 5 (BERT's cls.predictions.bias
+# and cls.predictions.decoder.bias, RoBERTa's lm_head.bias and lm_head.decoder.bias): tied (the
+# default) they are one tensor and a checkpoint stores one of them; with tie_word_embeddings
+# false both are stored, and the forward pass adds only the decoder's own (nn.Linear's bias), the
+# head's staying unused. So when a checkpoint has both, mlm.decoder.bias is the decoder's.
 _IGNORED = re.compile(r"(^|\.)position_ids$|^cls\.seq_relationship\.|(^|\.)token_type_ids$")
 
 
@@ -1498,6 +1503,7 @@ def load_weights(desc: ModelDescription) -> dict[str, F32]:
                                                   for a in desc.architectures)
     where = desc.weights_path
     out: dict[str, F32] = {}
+    head_bias: set[str] = set()  # mlm.decoder.bias taken from the head's bias, not the decoder's
     for ck_name, arr in raw.items():
         if _IGNORED.search(ck_name):
             continue
@@ -1516,7 +1522,13 @@ def load_weights(desc: ModelDescription) -> dict[str, F32]:
         if arr.dtype.kind != "f":
             raise InvalidModelDir(f"{where}: tensor {ck_name!r} has dtype {arr.dtype}, not float")
         if canon in out:
-            raise InvalidModelDir(f"{where}: tensors {ck_name!r} and another both map to {canon}")
+            if canon == "mlm.decoder.bias" and not ck_name.endswith("decoder.bias"):
+                continue  # the head's bias beside the decoder's own: see _HEAD_BIASES
+            if canon != "mlm.decoder.bias" or canon not in head_bias:
+                raise InvalidModelDir(
+                    f"{where}: tensors {ck_name!r} and another both map to {canon}")
+        elif canon == "mlm.decoder.bias" and not ck_name.endswith("decoder.bias"):
+            head_bias.add(canon)
         out[canon] = np.ascontiguousarray(arr, dtype=np.float32)
 
     # ModernBERT fuses q, k and v into one (3C, C) matrix: split it.

@@ -56,6 +56,7 @@ SPARSE_MEASURED = {
     "splade-bert-bare": (0.900, 0.968, 0.9995),
     "splade-bert-legacy": (0.900, 0.968, 0.9995),
     "splade-bert-sum-log1p": (0.900, 0.970, 0.9998),
+    "splade-bert-untied": (0.875, 0.970, 0.9995),
     "splade-distilbert": (0.875, 0.963, 0.9995),
 }
 # engine vs the ONNX int8 variant (measured: logits within 0.0059 of the largest, Spearman
@@ -167,6 +168,45 @@ def test_engine_sparse_is_sparse_encoder(bundled: Callable[[str], Bundled], name
     rho = spearman(query_document_dots(got), query_document_dots(want))
     assert overlap.min() >= lo and overlap.mean() >= mean and rho >= rho_min, (
         overlap.min(), overlap.mean(), rho)
+    be.close()
+
+
+def test_untied_decoder_rescored_is_sparse_encoder(tmp_path: Path) -> None:
+    """splade-bert-untied: a BertForMaskedLM with tie_word_embeddings false, whose checkpoint
+    (transformers 5) holds the decoder's own weight and bias beside an unused
+    cls.predictions.bias. The engine's rescored bundle (fp32 encoder, exact logits) gives
+    SparseEncoder's fp32 vectors, max over tokens of log(1 + relu(logits)) computed by
+    transformers (models/tiny/make_head_references.py), to float rounding, with the same
+    nonzero entries; the decoder it packed is the checkpoint's own, not the word table."""
+    _native()
+    from safetensors.numpy import load_file
+
+    from edgembed.model_dir import load_weights
+
+    name = "splade-bert-untied"
+    desc = read_model_dir(model_dir(name))
+    raw = load_file(str(desc.weights_path))
+    dec, word = raw["cls.predictions.decoder.weight"], raw["bert.embeddings.word_embeddings.weight"]
+    assert dec.shape == word.shape and float(np.abs(dec - word).max()) > 1.0
+    own, unused = raw["cls.predictions.decoder.bias"], raw["cls.predictions.bias"]
+    assert float(np.abs(own - unused).max()) > 1.0
+    w = load_weights(desc)  # the bias the forward pass adds, not the head's unused one
+    assert np.array_equal(w["mlm.decoder.weight"], dec)
+    assert np.array_equal(w["mlm.decoder.bias"], own)
+    path = tmp_path / f"{name}.emb"
+    write_bundle(model_dir(name), path, sparse="rescored")
+    be = NativeBackend(path, threads=1)
+    single = load_tokenizer(desc.source_dir, desc.max_seq_length)
+    ids = [e.ids for e in single.encode_batch(texts())]
+    got = np.concatenate([be.sparse(ids[i:i + 16])[0] for i in range(0, len(ids), 16)])
+    want = head_reference(name).vectors
+    assert want is not None and got.shape == want.shape == (len(texts()), 1000)
+    scale = float(want.max())
+    # measured: 3.8e-6 of the largest value
+    assert float(np.abs(got - want).max()) <= 1e-5 * scale
+    differ = (got > 0) != (want > 0)
+    assert np.all(np.maximum(got, want)[differ] <= 1e-5 * scale)
+    assert 0.02 < float(np.mean(want > 0)) < 0.15
     be.close()
 
 

@@ -72,7 +72,8 @@ def test_the_fixtures_cover_every_head() -> None:
                                "rerank-bert-only-second", "rerank-modernbert-mean",
                                "rerank-xlm-roberta"]
     assert names("sparse") == ["splade-bert", "splade-bert-bare", "splade-bert-legacy",
-                               "splade-bert-sum-log1p", "splade-distilbert"]
+                               "splade-bert-sum-log1p", "splade-bert-untied",
+                               "splade-distilbert"]
 
 
 @pytest.mark.parametrize("name", names("rerank"))

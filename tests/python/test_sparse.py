@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from edgembed import Embedder, InputError, SparseEmbedding
+from edgembed.backends.native import NativeBackend
 from edgembed.sparse import from_dense_rows, sparse_dot
 from tiny_models import head_reference, model_dir, texts
 
@@ -157,6 +158,15 @@ def test_auto_takes_the_engine_or_fp32_and_int8_goes_to_the_engine(sp_home: Path
     int8 = Embedder.load(model_dir("splade-bert"), variant="int8")
     engine = "native" if native_available()[0] else "onnx"
     assert (int8.backend, int8.variant) == (engine, "int8")
+    if engine == "native":  # docs/quantization.md: int8 "gets the rescored bundle there too"
+        assert Path(int8._backend.bundle_path).name == "splade-bert.rescored.emb"  # type: ignore[attr-defined]
+        rescored = NativeBackend(sp_home / "models" / "splade-bert" / "splade-bert.rescored.emb",
+                                 threads=1)
+        ids = int8.tokenize(texts()[:8])
+        want = rescored.sparse(ids)[0]
+        got = np.stack([v.to_dense() for v in int8.embed_sparse(texts()[:8])])
+        assert got.tobytes() == want.tobytes()
+        rescored.close()
     from edgembed.export import export_bundle
     from edgembed.export.bundle import read_bundle_header
 
