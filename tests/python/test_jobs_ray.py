@@ -90,3 +90,60 @@ def test_ray_actors_resume_a_local_job_and_match_the_local_output(
                                   np.array(want.column("embedding").to_pylist()))
     errors = (tmp_path / "out.errors.jsonl").read_text().splitlines()
     assert [json.loads(e)["row"] for e in errors] == [40]
+
+
+def test_ray_job_with_the_key_pair_in_the_input_url_reads_it_and_never_shows_it(
+    tmp_path: Path, edgembed_home: Path
+) -> None:
+    """``--engine ray`` on ``s3://KEY:SECRET@bucket/in.parquet``, with no credentials in the
+    environment (only the endpoint), against moto, whose signature check proves the actors
+    signed with the pair: the job's vectors equal the local engine's, and neither its stdout,
+    its stderr nor anything Ray wrote in its session folder (its logs, the actors' stdout and
+    stderr) holds the key or the secret, as given or percent-encoded."""
+    pytest.importorskip("s3fs", reason="needs s3fs (the test extra)")
+    pytest.importorskip("moto", reason="needs moto's server (the test extra)")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import shutil
+    import tempfile
+    from urllib.parse import quote
+
+    import s3_server
+
+    texts = [f"row {i}: a ray sentence about topic {i % 7}" for i in range(96)]
+    local = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"text": texts}), local, row_group_size=32)
+    ref = tmp_path / "ref.npy"
+    assert main([str(local), "-o", str(ref), "--chunk-size", str(CHUNK), *MODEL_ARGS]) == 0
+
+    s3 = s3_server.start(buckets=("data",))
+    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's sockets live there
+    try:
+        s3.client().put_object(Bucket="data", Key="ray/in.parquet", Body=local.read_bytes())
+        src = f"s3://{s3.access_key}:{quote(s3.secret_key, safe='')}@data/ray/in.parquet"
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("AWS_") and k != "RAY_ADDRESS"}
+        env.update(EDGEMBED_HOME=str(edgembed_home), RAY_TMPDIR=ray_dir,
+                   AWS_ENDPOINT_URL_S3=s3.endpoint, AWS_DEFAULT_REGION=s3_server.REGION,
+                   AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
+                   AWS_CONFIG_FILE=str(tmp_path / "no-config"), AWS_EC2_METADATA_DISABLED="true")
+        out = tmp_path / "out.npy"
+        done = subprocess.run(
+            [sys.executable, "-m", "edgembed.jobs", src, "-o", str(out), "--chunk-size",
+             str(CHUNK), "--json", "--engine", "ray", "--actors", "2", "--cpus-per-actor", "1",
+             *MODEL_ARGS], capture_output=True, env=env, timeout=240, check=False)
+        secrets = [s3.access_key, s3.secret_key, quote(s3.secret_key, safe="")]
+        shown = done.stdout + done.stderr
+        logged = b"".join(p.read_bytes() for p in Path(ray_dir).rglob("*")
+                          if p.is_file() and not p.is_symlink())
+    finally:
+        s3.stop()
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    for secret in secrets:
+        assert secret.encode() not in shown, f"{secret!r} in the job's output"
+        assert secret.encode() not in logged, f"{secret!r} in Ray's session folder"
+    assert logged, "Ray wrote nothing in RAY_TMPDIR: the folder checked is not Ray's"
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    summary = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    assert summary["embedded"] == len(texts) and summary["computed_rows"] == len(texts)
+    np.testing.assert_array_equal(np.load(out), np.load(ref))

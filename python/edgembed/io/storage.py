@@ -87,16 +87,19 @@ class Location:
         self._fs: Any = None
         self._path = path
         self._hint = hint
+        self._opened: tuple[str, dict[str, Any]] = (path, {})
         if self.remote:
             # What is shown and recorded (``text``, ``identity``) never holds a password: the
             # URL's user and password are taken out of it (for s3, they are the key and secret).
             path, opts = _credentials_of(path, dict(options or {}))
             self.text = redact(path)
+            self._opened = (path, dict(opts))
             with self._errors("open"):
                 fs, inner = _fsspec(path).core.url_to_fs(path, **opts)
             self._fs, self._path = fs, inner
         else:
             self._path = os.path.abspath(os.path.expanduser(path))
+            self._opened = (self._path, {})
 
     @property
     def name(self) -> str:
@@ -107,6 +110,14 @@ class Location:
     def local_path(self) -> Path:
         assert not self.remote
         return Path(self._path)
+
+    @property
+    def opened(self) -> tuple[str, dict[str, Any]]:
+        """(the URL, the options) that open this place again in another process (a Ray
+        worker): ``Location(url, options=options)``. They hold the credentials it was given
+        (for s3, the key pair taken out of the URL or the endpoint): pass them on, never show
+        them."""
+        return self._opened[0], dict(self._opened[1])
 
     @property
     def identity(self) -> str:

@@ -12,7 +12,9 @@ commits each chunk as it arrives, in whatever order, so the checkpoint, ``--resu
 final output are the local engine's: a job may even be resumed with the other engine.
 
 The input must be readable by every worker (a shared filesystem or an fsspec URL such as
-``s3://…``); the work directory and the output are written by the driver only. On a cluster,
+``s3://…``; the actors get the credentials the driver opened it with, a key pair in the URL
+included, apart from the manifest, which records the URL without them); the work directory
+and the output are written by the driver only. On a cluster,
 ``--ray-address`` (or ``RAY_ADDRESS``) names it, and edgembed must be installed on the workers.
 """
 
@@ -64,7 +66,8 @@ class ChunkEmbedder:
                            f"({self.manifest.model_sha256[:12]}); export the same model on "
                            "every node")
         m = self.manifest
-        self.reader = RowReader(Location(m.input), m.input_format, field=m.field,
+        url, options = job["input"]  # the driver's URL and credentials, not the shown URL
+        self.reader = RowReader(Location(url, options=options), m.input_format, field=m.field,
                                 column=m.column, id_column=m.id_column,
                                 encoding_errors=m.encoding_errors)
 
@@ -131,7 +134,11 @@ def compute_with_ray(
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
-    job = {"manifest": manifest.to_json(), "total_rows": total, "model": spec.model,
+    assert reader.location is not None  # a job's input is a file
+    # The manifest records the input without credentials; the actors get them apart from it,
+    # as the driver opened the input (a key pair in the URL or the endpoint included).
+    job = {"manifest": manifest.to_json(), "input": reader.location.opened,
+           "total_rows": total, "model": spec.model,
            "backend": spec.backend,
            "threads": spec.threads or max(1, int(spec.cpus_per_actor)),
            "home": None if address else os.environ.get("EDGEMBED_HOME")}
