@@ -225,3 +225,24 @@ def test_waiting_groups_requests_only_when_the_fixed_cost_is_worth_it() -> None:
     assert waits_a and not waits_b
     assert sum(len(x.rids) for x in a.batches) / len(a.batches) > 1.5
     assert sum(len(x.rids) for x in b.batches) / len(b.batches) < 1.1
+
+
+def test_bulk_requests_do_not_count_as_arrivals() -> None:
+    """The arrival statistics (mean gap, typical request size) predict the interactive
+    requests still to come, for the waiting rule and the admission plan. Bulk requests (a
+    batch job's slices, submitted one per worker as the last finishes) are paced by the
+    batcher itself and are many times larger: counted, 8 slices of 2,000 tokens between
+    requests of 20 take the typical size past 2,000 and the gap below 1 ms."""
+    sched = Scheduler(PolicyConfig(latency_target_ms=50.0, bulk_latency_target_ms=500.0,
+                                   max_batch_tokens=2000, shed=False))
+    for rid, t in enumerate((0.0, 10.0, 20.0)):
+        assert sched.admit(t, rid, [20]).kind.value == "accept"
+    before = sched.arrivals
+    assert (before.last_ms, before.gap_ms, before.tokens) == (20.0, 10.0, 20.0)
+    for rid in range(3, 11):
+        result = sched.admit(21.0 + 0.1 * rid, rid, [2000], lane=Lane.BULK)
+        assert result.kind.value == "accept", result
+    assert sched.arrivals == before
+    sched.admit(30.0, 11, [20])
+    assert (sched.arrivals.last_ms, sched.arrivals.gap_ms, sched.arrivals.tokens) == (
+        30.0, 10.0, 20.0)

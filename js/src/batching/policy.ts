@@ -81,7 +81,7 @@ export function updateDispatches(stats: DispatchStats, tokens: number, padding: 
   return { padRatio: stats.padRatio + DISPATCH_RATE * (padding / tokens - stats.padRatio) };
 }
 
-/** Running view of the arrival process, updated on each admitted request. */
+/** Running view of the arrival process, updated on each admitted interactive request. */
 export interface ArrivalStats {
   readonly lastMs: number | null;
   readonly gapMs: number | null;

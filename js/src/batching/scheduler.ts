@@ -220,7 +220,7 @@ export class Scheduler {
       }
       this.queue.set(rid, req);
       this.queueTokens += req.tokens;
-      this.arrivals = updateArrivals(this.arrivals, now, total);
+      if (lane === "interactive") this.arrivals = updateArrivals(this.arrivals, now, total); // bulk: paced by its submitter
     } else {
       this.recorder.outcome(result.kind === "overloaded" ? "overloaded" : result.kind === "deadline" ? "deadline" : "closed");
     }

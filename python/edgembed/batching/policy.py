@@ -115,7 +115,7 @@ def update_dispatches(stats: DispatchStats, tokens: int, padding: int) -> Dispat
 
 @dataclass(frozen=True)
 class ArrivalStats:
-    """Running view of the arrival process, updated on each admitted request."""
+    """Running view of the arrival process, updated on each admitted interactive request."""
 
     last_ms: float | None = None
     gap_ms: float | None = None  # EWMA of the time between admitted requests

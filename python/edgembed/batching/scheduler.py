@@ -161,7 +161,8 @@ class Scheduler:
                 self._reserved.add(rid)
             self.queue[rid] = req
             self._queue_tokens += req.tokens
-            self.arrivals = update_arrivals(self.arrivals, now, total)
+            if lane is Lane.INTERACTIVE:  # bulk work is paced by its submitter: no arrivals
+                self.arrivals = update_arrivals(self.arrivals, now, total)
         else:
             self.recorder.outcome(_REFUSAL[result.kind].value)
         if self.record:
