@@ -24,6 +24,8 @@
 #if EMB_KERNELS == EMB_KERNELS_NATIVE && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#include "transpose_x86.h"
+
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 #define INLINE static inline __attribute__((always_inline))
 
@@ -198,6 +200,7 @@ INLINE AVX512 __m128 f4sum4(__m128 a, __m512 v) {
     a = _mm_add_ps(a, _mm512_extractf32x4_ps(v, 2));
     return _mm_add_ps(a, _mm512_extractf32x4_ps(v, 3));
 }
+#define vtranspose8(src, lds, rows, dst, ldd) emb_transpose8_avx2((src), (lds), (rows), (dst), (ldd))
 #include "kernels_f32.inc"
 
 static int supported_avx512(void) {

@@ -25,6 +25,8 @@
 #if EMB_KERNELS == EMB_KERNELS_NATIVE && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#include "transpose_x86.h"
+
 #define AVX2 __attribute__((target("avx2")))
 #define AVXVNNI __attribute__((target("avx2,avxvnni")))
 #define AVX512VL __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
@@ -242,6 +244,7 @@ INLINE AVX2 __m128 f4sum4(__m128 a, __m256 v) {
     a = _mm_add_ps(a, _mm256_castps256_ps128(v));
     return _mm_add_ps(a, _mm256_extractf128_ps(v, 1));
 }
+#define vtranspose8(src, lds, rows, dst, ldd) emb_transpose8_avx2((src), (lds), (rows), (dst), (ldd))
 #include "kernels_f32.inc"
 
 static int supported_avx2(void) { return (emb_x86_features() & EMB_X86_AVX2) != 0; }
