@@ -240,14 +240,20 @@ static void embed(emb_context *ctx, const int32_t *ids, const int32_t *types, co
             }
             const int8_t *wq = w->word_q + id * c;
             const float *ws = w->word_scale + id * nb;
-            if (pos && type) {
-                for (size_t j = 0; j < c; j++) row[j] = ((float)wq[j] * ws[j / EMB_BLOCK] + pos[j]) + type[j];
-            } else if (pos) {
-                for (size_t j = 0; j < c; j++) row[j] = (float)wq[j] * ws[j / EMB_BLOCK] + pos[j];
-            } else if (type) {
-                for (size_t j = 0; j < c; j++) row[j] = (float)wq[j] * ws[j / EMB_BLOCK] + type[j];
-            } else {
-                for (size_t j = 0; j < c; j++) row[j] = (float)wq[j] * ws[j / EMB_BLOCK];
+            /* block by block, one scale each: the inner loops vectorize (element-wise, so the
+               same operations on each element as one at a time) */
+            for (size_t b = 0; b < nb; b++) {
+                size_t j0 = b * EMB_BLOCK, j1 = min_size(c, j0 + EMB_BLOCK);
+                float sc = ws[b];
+                if (pos && type) {
+                    for (size_t j = j0; j < j1; j++) row[j] = ((float)wq[j] * sc + pos[j]) + type[j];
+                } else if (pos) {
+                    for (size_t j = j0; j < j1; j++) row[j] = (float)wq[j] * sc + pos[j];
+                } else if (type) {
+                    for (size_t j = j0; j < j1; j++) row[j] = (float)wq[j] * sc + type[j];
+                } else {
+                    for (size_t j = j0; j < j1; j++) row[j] = (float)wq[j] * sc;
+                }
             }
         }
     }
