@@ -220,6 +220,7 @@ def export_bundle(
         AUTO_INT8_MIN_TOKENS,
         BUNDLE_VERSION,
         SPARSE_SCHEMES,
+        auto_min_tokens,
         write_bundle,
     )
 
@@ -251,15 +252,8 @@ def export_bundle(
     if attention == "auto" and attention_min_tokens is None and entry \
             and entry.get("attention") == "auto":  # the recorded threshold
         attention_min_tokens = int(str(entry.get("attention_min_tokens", AUTO_INT8_MIN_TOKENS)))
-    if attention_min_tokens is not None and attention != "auto":
-        raise InputError(f"attention_min_tokens is for attention='auto', not {attention!r}")
-    if attention == "auto" and attention_min_tokens is None:
-        attention_min_tokens = AUTO_INT8_MIN_TOKENS
-    if attention_min_tokens is not None and (
-            isinstance(attention_min_tokens, bool) or not isinstance(attention_min_tokens, int)
-            or not 1 <= attention_min_tokens <= 65536):
-        raise InputError(f"attention_min_tokens {attention_min_tokens!r}: a whole number of "
-                         "tokens, 1 .. 65536")
+    threshold = auto_min_tokens(attention, attention_min_tokens)
+    attention_min_tokens = threshold if attention == "auto" else None
     if (not force and entry and Path(str(entry.get("path", ""))) == target.resolve()
             and entry.get("format_version") == BUNDLE_VERSION
             and entry.get("attention", "fp32") == attention

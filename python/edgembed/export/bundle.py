@@ -57,6 +57,7 @@ from .tokenizer_tables import tokenizer_tables
 __all__ = [
     "ACTIVATIONS",
     "ATTENTION_KINDS",
+    "AUTO_INT8_MIN_TOKENS",
     "BUNDLE_VERSION",
     "BUNDLE_VERSION_MAX",
     "BUNDLE_VERSION_MIN",
@@ -64,6 +65,7 @@ __all__ = [
     "SPARSE_SCHEMES",
     "BundleConfig",
     "BundleHeader",
+    "auto_min_tokens",
     "bundle_config",
     "bundle_tensors",
     "check_bundle",
@@ -88,7 +90,7 @@ CLASSIFIER_ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu", "tanh", "identity
 SPARSE_POOLINGS = ("max", "sum")
 SPARSE_ACTIVATIONS = ("relu", "log1p_relu")
 # the attention's products: int8 GEMMs, fp32, or "auto": int8 for each sequence of at least
-# attention_int8_min_tokens tokens (its own length, never its batch's), fp32 below
+# attention_min_tokens tokens (its own length, never its batch's), fp32 below
 ATTENTION_KINDS = ("int8", "fp32", "auto")
 AUTO_INT8_MIN_TOKENS = 128  # "auto"'s threshold (docs/benchmarks.md, "auto attention")
 # a SPLADE model's weights (docs/quantization.md, "Rerankers and SPLADE models"): "int8" every
@@ -159,7 +161,7 @@ class BundleConfig:
     sparse_activation: str = "relu"        # or "log1p_relu"
     sparse_max_active_dims: int = 0        # the model's max_active_dims (0: every weight)
     attention: str = "fp32"                # "int8": QKᵀ and P·V in int8 (docs/quantization.md);
-    attention_int8_min_tokens: int = AUTO_INT8_MIN_TOKENS  # "auto": int8 from this many tokens on
+    attention_min_tokens: int = AUTO_INT8_MIN_TOKENS  # "auto": int8 from this many tokens on
     sparse: str = "int8"                   # a SPLADE model's weights: one of SPARSE_SCHEMES
     extra: dict[str, str] = field(default_factory=dict)  # not written; reserved for callers
 
@@ -254,8 +256,8 @@ class BundleConfig:
                 raise bad(f"{key} {value!r} is not supported (supported: {', '.join(choices)})")
         if self.attention not in ATTENTION_KINDS:
             raise bad(f"attention {self.attention!r} (supported: {', '.join(ATTENTION_KINDS)})")
-        if not 1 <= self.attention_int8_min_tokens <= 65536:
-            raise bad(f"attention_int8_min_tokens = {self.attention_int8_min_tokens} is outside "
+        if not 1 <= self.attention_min_tokens <= 65536:
+            raise bad(f"attention_min_tokens = {self.attention_min_tokens} is outside "
                       "1..65536")
         if self.sparse not in SPARSE_SCHEMES:
             raise bad(f"sparse {self.sparse!r} (supported: {', '.join(SPARSE_SCHEMES)})")
@@ -312,8 +314,22 @@ class BundleConfig:
         if self.attention != "fp32":  # absent: fp32 (and the bytes of fp32 bundles unchanged)
             m["attention"] = self.attention
         if self.attention == "auto":
-            m["attention.int8_min_tokens"] = str(self.attention_int8_min_tokens)
+            m["attention.int8_min_tokens"] = str(self.attention_min_tokens)
         return m
+
+
+def auto_min_tokens(attention: str, min_tokens: int | None) -> int:
+    """The threshold of ``attention="auto"`` a caller asked for: ``min_tokens`` (a whole number
+    of tokens, 1 .. 65536, given only with "auto"), or AUTO_INT8_MIN_TOKENS when None."""
+    if min_tokens is None:
+        return AUTO_INT8_MIN_TOKENS
+    if attention != "auto":
+        raise InputError(f"attention_min_tokens is for attention='auto', not {attention!r}")
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) \
+            or not 1 <= min_tokens <= 65536:
+        raise InputError(f"attention_min_tokens {min_tokens!r}: a whole number of tokens, "
+                         "1 .. 65536")
+    return min_tokens
 
 
 # ── tensors ────────────────────────────────────────────────────────────────────────────────
@@ -805,14 +821,9 @@ def write_bundle(
     hf_dir, out = Path(hf_dir), Path(out)
     tok_meta, tok_tensors, n_tokens = tokenizer_tables(hf_dir)
     desc = read_model_dir(hf_dir, task=task)
-    if attention_min_tokens is not None and attention != "auto":
-        raise InputError(f"attention_min_tokens is for attention='auto', not {attention!r}")
-    if attention_min_tokens is not None and not 1 <= attention_min_tokens <= 65536:
-        raise InputError(f"attention_min_tokens {attention_min_tokens}: 1 .. 65536 tokens")
     config = replace(bundle_config(desc, max_length=max_length, name=name or hf_dir.resolve().name),
                      attention=attention, sparse=sparse,
-                     attention_int8_min_tokens=(AUTO_INT8_MIN_TOKENS if attention_min_tokens is None
-                                                else attention_min_tokens))
+                     attention_min_tokens=auto_min_tokens(attention, attention_min_tokens))
     v = config.vocab_size
     # a streaming WordPiece vocabulary is the embedding's rows; the others may be fewer (padded)
     streaming = tok_meta["tokenizer"] == "wordpiece" and "tokenizer.normalizers" not in tok_meta
