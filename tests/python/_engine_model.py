@@ -375,6 +375,12 @@ FEATURES: dict[str, tuple[BundleConfig, tuple[int, ...]]] = {
 for _name in ("bert", "ragged", "mpnet", "modernbert"):
     _c, _d = FEATURES[_name]
     FEATURES[f"{_name}-int8-attention"] = (replace(_c, attention="int8"), _d)
+# "auto" attention: int8 for each text of at least 9 tokens, fp32 for shorter ones, both in one
+# batch (the test lengths fall on either side)
+for _name in ("bert", "mpnet", "modernbert"):
+    _c, _d = FEATURES[_name]
+    FEATURES[f"{_name}-auto-attention"] = (replace(_c, attention="auto", attention_min_tokens=9),
+                                           _d)
 
 # one small model per head: a reranker's classifier, a SPLADE masked-LM head (tied decoder)
 HEADS: dict[str, BundleConfig] = {
