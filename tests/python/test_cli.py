@@ -428,6 +428,44 @@ def test_bundle_without_o_writes_into_the_current_directory(
     assert sha256_file(tmp_path / "web") == record["sha256"]
 
 
+def test_bundle_attention_auto_and_its_threshold(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], exported_model_dir: Path) -> None:
+    """``embed bundle --attention auto --attention-min-tokens N``: the bundle says auto and N,
+    edgembed.json records both, a later ``embed bundle`` without the flags keeps them, and a
+    threshold with another kind or out of range is refused with a message."""
+    from edgembed.export.bundle import read_bundle_header
+    from edgembed.manifest import Manifest, sha256_file
+
+    def record() -> dict[str, object]:
+        return dict(Manifest.load(exported_model_dir).bundles["int8"])
+
+    try:
+        assert main(["bundle", "all-minilm-l6-v2", "-o", str(tmp_path / "a.emb"),
+                     "--attention", "auto", "--attention-min-tokens", "48"]) == 0
+        meta = read_bundle_header(tmp_path / "a.emb").metadata
+        assert (meta["attention"], meta["attention.int8_min_tokens"]) == ("auto", "48")
+        assert (record()["attention"], record()["attention_min_tokens"]) == ("auto", 48)
+        assert main(["bundle", "all-minilm-l6-v2", "-o", str(tmp_path / "b.emb")]) == 0
+        assert sha256_file(tmp_path / "b.emb") == sha256_file(tmp_path / "a.emb")
+        assert main(["bundle", "all-minilm-l6-v2", "-o", str(tmp_path / "c.emb"),
+                     "--attention", "auto"]) == 0  # kind given, threshold kept
+        assert record()["attention_min_tokens"] == 48
+        capsys.readouterr()
+        assert main(["bundle", "all-minilm-l6-v2", "--attention", "int8",
+                     "--attention-min-tokens", "8"]) == 1
+        assert "attention_min_tokens is for attention='auto'" in capsys.readouterr().err
+        assert main(["bundle", "all-minilm-l6-v2", "--attention", "auto",
+                     "--attention-min-tokens", "0"]) == 1
+        assert "1 .. 65536" in capsys.readouterr().err
+        assert record()["attention_min_tokens"] == 48  # a refused call changes nothing
+    finally:  # the session's other tests use the cached fp32-attention bundle
+        assert main(["bundle", "all-minilm-l6-v2", "-o", str(tmp_path / "fp32.emb"),
+                     "--attention", "fp32"]) == 0
+    assert "attention_min_tokens" not in record() and record()["attention"] == "fp32"
+    assert main(["bundle", "--help"]) == 0
+    assert "else 128)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_pull_from_is_honoured_on_a_cached_model(capsys: pytest.CaptureFixture[str],
                                                  hf_model_dir: Path,
                                                  exported_model_dir: Path) -> None:
