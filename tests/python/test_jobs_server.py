@@ -426,9 +426,9 @@ def test_a_batch_request_over_the_queue_token_limit_is_its_413_error_line(
     worker writes it as that request's 413 error line (in the OpenAI error shape), and the
     batch goes on to ``completed`` with every other request answered, each line once. Token
     counts are the model's own (``embedder.count_tokens``), so the long request is over the
-    limit and the short ones under it whatever the tokenizer makes of the words. (The
-    interactive route sends a request of one slice straight to the batcher: this admission,
-    and so this 413, is the bulk lane's.)"""
+    limit and the short ones under it whatever the tokenizer makes of the words. Sent
+    directly in the interactive lane (one slice, which goes straight to the batcher), the same
+    request is the same 413: the limit on a request's tokens is checked in either lane."""
     settings = ServeSettings(api_keys=(KEY_A,), max_queue_tokens=QUEUE_TOKENS,
                              latency_target_ms=1000)
     app = create_app(ServedModel.from_embedder(embedder), settings)
@@ -455,6 +455,11 @@ def test_a_batch_request_over_the_queue_token_limit_is_its_413_error_line(
         assert done.output_file_id and done.error_file_id
         out = results(c.files.content(done.output_file_id).text)
         errors = results(c.files.content(done.error_file_id).text)
+        with pytest.raises(openai.APIStatusError) as direct:
+            c.embeddings.create(model="all-minilm-l6-v2", input=long)
+        assert direct.value.status_code == 413, direct.value
+        assert f"this request has {sum(counts):,} tokens" in direct.value.message
+        assert c.embeddings.create(model="all-minilm-l6-v2", input=short[0]).data
     assert set(out) == {f"short-{i}" for i in range(6)} and set(errors) == {"too-many-tokens"}
     refused = errors["too-many-tokens"]["response"]
     assert refused["status_code"] == 413

@@ -118,6 +118,29 @@ def test_a_request_alone_over_the_limit_is_refused_with_what_to_do() -> None:
     assert gate.reserved == 0
 
 
+def test_a_one_slice_interactive_request_over_the_limit_is_refused_too(
+        held: tuple[Held, AdaptiveBatcher]) -> None:
+    # An interactive request of one slice goes straight to the batcher, past the gate's
+    # reservations, but the limit on a request's tokens is the server's: 413 in either lane.
+    target, batcher = held
+
+    async def main() -> None:
+        slicer = slicer_for(batcher, max_queue_tokens=SLICE // 2)
+        over = ["one long text"], [SLICE // 2 + 1]  # one slice, over the limit
+        for priority in ("interactive", "bulk"):
+            with pytest.raises(LimitExceeded, match=r"51 tokens.*--max-queue-tokens.*split it "
+                                                    r"into requests of at most 50 tokens"):
+                await embed(slicer, "a", over, priority)
+        assert target.batches == 0 and slicer.gate.reserved == 0
+        fits = embed(slicer, "a", (["a short text"], [SLICE // 2]), "interactive")
+        await started(target)
+        target.go.release()
+        assert (await fits).shape == (1, 4)
+        await settle(slicer.gate)
+
+    asyncio.run(main())
+
+
 def test_the_bulk_target_counts_unsent_tokens_by_the_fair_shares() -> None:
     # 0.1 ms a token, a 500 ms target: 5,000 tokens ahead at most.
     gate = FairGate(capacity_tokens=SLICE, max_waiting_tokens=10**9)

@@ -153,6 +153,15 @@ class FairGate:
         return (k.outstanding + tokens <= self._share()
                 and self.total + tokens <= self.capacity)
 
+    def check_size(self, tokens: int) -> None:
+        """Refuse with LimitExceeded (413) a request of more tokens than ``max_waiting_tokens``:
+        no wait would let it in, so the message says how to split it."""
+        if tokens > self.max_waiting:
+            raise LimitExceeded(
+                f"this request has {tokens:,} tokens, over the limit of {self.max_waiting:,} "
+                "tokens the server admits at once (--max-queue-tokens); split it into "
+                f"requests of at most {self.max_waiting:,} tokens")
+
     def admit(self, key: str, tokens: int, ms_per_token: float,
               max_wait_ms: float) -> Reservation:
         """Admit a request of ``tokens`` for ``key`` and reserve them, or refuse it at once.
@@ -166,11 +175,7 @@ class FairGate:
         is always admitted when nothing is reserved: under overload a request is answered at
         once, never by a wait.
         """
-        if tokens > self.max_waiting:
-            raise LimitExceeded(
-                f"this request has {tokens:,} tokens, over the limit of {self.max_waiting:,} "
-                "tokens the server admits at once (--max-queue-tokens); split it into "
-                f"requests of at most {self.max_waiting:,} tokens")
+        self.check_size(tokens)
         if self.reserved:
             ahead = self._reserved.get(key, 0) + sum(
                 min(n, tokens) for k, n in self._reserved.items() if k != key)
@@ -329,12 +334,15 @@ class Slicer:
         (``time.perf_counter``)."""
         if not texts:
             return await self._send(None, texts, counts, priority, deadline_ms, started, True)
+        tokens = sum(counts)
+        # Over the limit alone is 413 in either lane, the interactive one included: the
+        # limit is the server's, whichever way a request reaches the batcher.
+        self.gate.check_size(tokens)
         whole = next_stop(counts, 0, self.slice_tokens()) == len(texts)
         if whole and priority == "interactive":
             # What can meet the latency target goes straight to the batcher, whose admission
             # plans its latency from the tokens ahead of it; the gate holds the rest.
             return await self._send(None, texts, counts, priority, deadline_ms, started, True)
-        tokens = sum(counts)
         # Reserved whole at arrival, so a sliced request's unsent slices count against the
         # limits too; given back as its slices end, and the rest when it ends, however.
         with self.gate.admit(key, tokens, self._ms_per_token, self.max_wait_ms) as reserved:
