@@ -8,13 +8,15 @@ HTTP, which could redirect anywhere, and fsspec's chained URLs), user info, anot
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from edgembed.errors import InputError, NotAllowed, StorageDenied, StorageError, StorageNotFound
-from edgembed.io.storage import redact, redact_url, remember_secrets, storage_error
+from edgembed.io import storage
+from edgembed.io.storage import redact, redact_url, remember_secrets, remember_url, storage_error
 from edgembed.io.urls import AllowList, normalize_storage_url, normalize_webhook_url
 from edgembed.jobs.access import AccessPolicy, owner_of, read_key_settings
 from edgembed.jobs.webhooks import new_secret, parse_schedule, parse_secret
@@ -148,6 +150,25 @@ def test_store_errors_that_quote_a_credential_are_scrubbed_of_it(
     # a secret across the 300th character is removed before the message is cut there
     err = storage_error("s3://bucket/x", "read", ValueError("x" * 290 + f" {secret} tail"))
     assert "unit-secr" not in str(err) and "x" * 290 + " *** tail" in str(err), str(err)
+
+
+def test_remembered_secrets_are_bounded_and_the_ones_in_use_stay(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each URL token and secret option seen is remembered, so a client sending new ones
+    without end must not grow the set (and the cost of every redaction) without bound: at most
+    MAX_SECRETS stay, the least recently remembered go first, and a secret remembered again
+    (every open of its store does) stays."""
+    monkeypatch.setattr(storage, "_secrets", OrderedDict())  # this test's own, then restored
+    in_use = "token-in-use-0123456789"
+    for i in range(3 * storage.MAX_SECRETS):
+        remember_url(f"https://client-token-{i:06d}@files.example/x")
+        if i % 100 == 0:
+            remember_secrets({"token": in_use})
+    assert len(storage._secrets) <= storage.MAX_SECRETS
+    last = f"client-token-{3 * storage.MAX_SECRETS - 1:06d}"
+    assert redact(f"saw {in_use} and {last}") == "saw *** and ***"
+    assert redact("saw client-token-000000") == "saw client-token-000000"  # the oldest went
 
 
 def test_key_settings_give_each_key_its_prefixes_credentials_and_secret(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import stat
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -346,7 +347,11 @@ _TEXT_PATTERNS = (
     re.compile(rf"(?i)\b([a-z][a-z0-9+.-]*://)([^{_NOT_IN_URL}/?#@:]*):([^{_NOT_IN_URL}/?#]*)@"),
 )
 _TEXT_HTTP_USER = re.compile(rf"(?i)\b(https?://)([^{_NOT_IN_URL}/?#@:]+)@")
-_secrets: set[str] = set()
+# The secrets remembered, most recently remembered last, at most MAX_SECRETS: every open
+# remembers its own again, so a secret in use stays, and a server that is sent new URL tokens
+# or storage options without end neither grows without bound nor slows each message it redacts.
+MAX_SECRETS = 1024
+_secrets: OrderedDict[str, None] = OrderedDict()
 
 
 def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
@@ -363,8 +368,11 @@ def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
 
 def _remember(value: str) -> None:
     if len(value) >= 4:
-        _secrets.add(value)
-        _secrets.add(quote(value, safe=""))
+        for form in (value, quote(value, safe="")):
+            _secrets[form] = None
+            _secrets.move_to_end(form)
+        while len(_secrets) > MAX_SECRETS:
+            _secrets.popitem(last=False)
 
 
 def remember_secrets(options: Mapping[str, Any]) -> None:
@@ -394,7 +402,7 @@ def redact(text: str) -> str:
     """``text`` with every remembered secret (and the environment's storage secrets) replaced
     by ``***``, and the password of every URL in it (``scheme://user:***@host``; for http(s)
     a lone user, a token there, too: ``https://***@host``)."""
-    known = set(_secrets)
+    known = set(_secrets)  # the keys
     for name in _SECRET_ENV:
         if len(value := os.environ.get(name, "")) >= 4:
             known.add(value)
