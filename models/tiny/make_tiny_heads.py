@@ -98,6 +98,7 @@ def specs(texts: list[str]) -> list[HeadSpec]:
     v_un = uncased.get_vocab_size()
     xlmr = Tokenizer.from_file(str(TOKENIZERS / "xlmr-unigram" / "tokenizer.json"))
     mb = Tokenizer.from_file(str(TOKENIZERS / "modernbert-bpe" / "tokenizer.json"))
+    rob = Tokenizer.from_file(str(TOKENIZERS / "roberta-bpe" / "tokenizer.json"))
     mb_ids = {t: mb.token_to_id(t) for t in ("[PAD]", "[CLS]", "[SEP]")}
     drop = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     return [
@@ -169,6 +170,19 @@ def specs(texts: list[str]) -> list[HeadSpec]:
                   "(tie_word_embeddings false: cls.predictions.decoder.weight is its own "
                   "random matrix) + SpladePooling max of log(1 + relu), 128 positions; saved "
                   "by SparseEncoder"),
+        HeadSpec("splade-roberta-untied", "sparse", transformers.RobertaConfig(
+            vocab_size=rob.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=64, max_position_embeddings=130,
+            pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
+            tie_word_embeddings=False, **drop),
+            fixture_tokenizer("roberta-bpe"), 128, splade={"pooling_strategy": "max",
+                                                            "activation_function": "relu"},
+            seed=28,
+            about="RobertaForMaskedLM whose decoder is NOT tied to the word embeddings "
+                  "(lm_head.decoder.weight its own random matrix; lm_head.dense, "
+                  "lm_head.layer_norm and the decoder's bias), byte-level BPE, positions "
+                  "offset by 2, 128 usable; SpladePooling max of log(1 + relu), saved by "
+                  "SparseEncoder"),
         HeadSpec("splade-distilbert", "sparse", transformers.DistilBertConfig(
             vocab_size=v_un, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
             max_position_embeddings=128, activation="gelu", dropout=0.0,

@@ -73,7 +73,7 @@ def test_the_fixtures_cover_every_head() -> None:
                                "rerank-xlm-roberta"]
     assert names("sparse") == ["splade-bert", "splade-bert-bare", "splade-bert-legacy",
                                "splade-bert-sum-log1p", "splade-bert-untied",
-                               "splade-distilbert"]
+                               "splade-distilbert", "splade-roberta-untied"]
 
 
 @pytest.mark.parametrize("name", names("rerank"))
