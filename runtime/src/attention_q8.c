@@ -227,8 +227,8 @@ static void attention_rows(const emb_kernels *k, const emb_attention_args *a, si
     for (size_t t = 0; t < nh; t++) {
         size_t h = h0 + t;
         const float *bias = a->bias ? a->bias + h * a->bias_ld + a->bias_mid : NULL;
-        emb_linear keys = {sc.kq + t * n4 * d, sc.ks + t * n4 * nbd, sc.zeros, (int32_t)n4, (int32_t)d, NULL};
-        emb_linear values = {sc.vq + t * d * n32, sc.vs + t * d * nbk, sc.zeros, (int32_t)d, (int32_t)n32, NULL};
+        emb_linear keys = {sc.kq + t * n4 * d, sc.ks + t * n4 * nbd, sc.zeros, (int32_t)n4, (int32_t)d, NULL, NULL};
+        emb_linear values = {sc.vq + t * d * n32, sc.vs + t * d * nbk, sc.zeros, (int32_t)d, (int32_t)n32, NULL, NULL};
         const emb_qx *qq = sc.qq + t * n * d;
         const float *qs = sc.qs + t * n * nbd;
         for (size_t i0 = 0; i0 < n; i0 += EMB_ATTN_QB) {
@@ -254,8 +254,8 @@ void emb_attention_q8(const emb_kernels *k, const emb_attention_args *a, size_t 
     for (size_t i = 0; i < max2(n4, d4); i++) sc.zeros[i] = 0.0f;
     zero_score_tails(sc.s, n);
     float scale = 1.0f / __builtin_sqrtf((float)d);
-    emb_linear keys = {sc.kq, sc.ks, sc.zeros, (int32_t)n4, (int32_t)dp, NULL};
-    emb_linear values = {sc.vq, sc.vs, sc.zeros, (int32_t)d4, (int32_t)n32, NULL};
+    emb_linear keys = {sc.kq, sc.ks, sc.zeros, (int32_t)n4, (int32_t)dp, NULL, NULL};
+    emb_linear values = {sc.vq, sc.vs, sc.zeros, (int32_t)d4, (int32_t)n32, NULL, NULL};
     for (size_t h = h0; h < h1; h++) {
         const float *bias = a->bias ? a->bias + h * a->bias_ld + a->bias_mid : NULL;
         /* keys: one row each, blocks along D */

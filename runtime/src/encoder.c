@@ -455,7 +455,8 @@ static void task_glu_columns(void *arg, size_t t, int worker) {
     for (size_t part = 0; part <= f; part += f) {  /* the input half, then the gate half */
         size_t a = part + n0;
         emb_linear cols = {lin->q ? lin->q + a * kk : NULL, lin->scale ? lin->scale + a * kb : NULL, lin->bias + a,
-                           (int32_t)(n1 - n0), lin->k, lin->w ? lin->w + a * kk : NULL};
+                           (int32_t)(n1 - n0), lin->k, lin->w ? lin->w + a * kk : NULL,
+                           lin->qt && a % 16 == 0 ? lin->qt + a * kk : NULL};
         linear(jb, jb->xq, jb->xs, jb->total, &cols, jb->y + a, un);
     }
     for (size_t r = 0; r < jb->total; r++) {
@@ -472,7 +473,8 @@ static void task_columns(void *arg, size_t t, int worker) {
     size_t n0 = t * jb->slice, n1 = min_size((size_t)jb->lin->n, n0 + jb->slice);
     size_t kk = (size_t)jb->lin->k, kb = kk / EMB_BLOCK;
     emb_linear part = {jb->lin->q ? jb->lin->q + n0 * kk : NULL, jb->lin->scale ? jb->lin->scale + n0 * kb : NULL,
-                       jb->lin->bias + n0, (int32_t)(n1 - n0), jb->lin->k, jb->lin->w ? jb->lin->w + n0 * kk : NULL};
+                       jb->lin->bias + n0, (int32_t)(n1 - n0), jb->lin->k, jb->lin->w ? jb->lin->w + n0 * kk : NULL,
+                       jb->lin->qt && n0 % 16 == 0 ? jb->lin->qt + n0 * kk : NULL};
     (void)worker;
     linear(jb, jb->xq, jb->xs, jb->total, &part, jb->y + n0, jb->ldy);
     if (jb->rotary_slices) rotate_slice(jb, n0, n1);

@@ -353,6 +353,48 @@ static emb_status load_linear(loader *ld, const char *name, int32_t n, int32_t k
     return padding_is_zero(out, (size_t)n, (size_t)k) ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
 }
 
+/* The AMX tile layout of every int8 linear whose N is a multiple of 16 (all of a bundle's: N is
+   padded to 32), in one allocation, where the "amx" kernel set runs: its GEMM then reads the
+   weights as they are instead of packing them on every call (model.h, emb_linear.qt). */
+static emb_status tile_weights(emb_model *m) {
+#if EMB_KERNELS == EMB_KERNELS_NATIVE
+    if (!emb_kernels_find("amx")) return EMB_STATUS_OK;
+    emb_weights *w = &m->weights;
+    emb_linear *lins[4 * 64 + 2];
+    size_t n_lins = 0, bytes = 0;
+    for (int32_t l = 0; l < m->config.n_layers && l < 64; l++) {
+        emb_layer *L = &w->layers[l];
+        lins[n_lins++] = &L->qkv, lins[n_lins++] = &L->out, lins[n_lins++] = &L->up, lins[n_lins++] = &L->down;
+    }
+    lins[n_lins++] = &w->head.transform, lins[n_lins++] = &w->head.decoder;
+    for (size_t i = 0; i < n_lins; i++) {
+        const emb_linear *lin = lins[i];
+        if (lin->q && lin->n % 16 == 0) bytes += (size_t)lin->n * (size_t)lin->k;
+    }
+    if (bytes == 0 || m->config.n_layers > 64) return EMB_STATUS_OK;
+    w->tiles = emb_alloc(bytes);
+    if (!w->tiles) return EMB_STATUS_OUT_OF_MEMORY;
+    int8_t *p = w->tiles;
+    for (size_t i = 0; i < n_lins; i++) {
+        emb_linear *lin = lins[i];
+        if (!lin->q || lin->n % 16) continue;
+        size_t k = (size_t)lin->k, cells = k / 4;
+        for (size_t s = 0; s < (size_t)lin->n / 16; s++) {
+            for (size_t j = 0; j < cells; j++) {
+                for (size_t g = 0; g < 4; g++) {
+                    emb_memcpy(p + (s * cells + j) * 64 + g * 16, lin->q + ((4 * s + g) * cells + j) * 16, 16);
+                }
+            }
+        }
+        lin->qt = p;
+        p += (size_t)lin->n * k;
+    }
+#else
+    (void)m;
+#endif
+    return EMB_STATUS_OK;
+}
+
 /* NAME.weight (C) and, with norm biases, NAME.bias. Absent and optional: both NULL. */
 static emb_status load_norm(loader *ld, const char *name, int optional, const emb_config *cf, const float *zeros,
                             const float **w, const float **b) {
@@ -559,6 +601,7 @@ static emb_status load_model(emb_model *m) {
     int32_t dense_act[EMB_MAX_DENSE] = {0};
     emb_status s = load_config(&ld, &m->config, dense_act);
     if (s == EMB_STATUS_OK) s = load_weights(&ld, m, dense_act);
+    if (s == EMB_STATUS_OK) s = tile_weights(m);
     if (s == EMB_STATUS_OK) s = check_all_used(&ld);
     emb_dealloc(ld.tensor_used);
     if (s != EMB_STATUS_OK) return s;
@@ -596,6 +639,7 @@ void emb_model_free(emb_model *model) {
     emb_dealloc(model->weights.zeros);
     emb_dealloc(model->weights.vocab_zeros);
     emb_dealloc(model->weights.head.bound);
+    emb_dealloc(model->weights.tiles);
     emb_bundle_release(&model->bundle);
     emb_dealloc(model);
 }

@@ -64,7 +64,7 @@ __attribute__((target("avx512f"))) static void gemm_f32_avx512(const float *x, s
 }
 
 emb_gemm_f32_fn emb_gemm_f32_for(const emb_kernels *k) {
-    return k == &emb_kernels_avx512vnni ? gemm_f32_avx512 : emb_gemm_f32_ref;
+    return k == &emb_kernels_avx512vnni || k == &emb_kernels_amx ? gemm_f32_avx512 : emb_gemm_f32_ref;
 }
 #elif defined(__wasm_simd128__)
 #include <wasm_simd128.h>

@@ -220,7 +220,8 @@ static void task_vocab(void *arg, size_t t, int worker) {
     size_t n0 = t * EMB_VOCAB_SLICE, n1 = n0 + EMB_VOCAB_SLICE < (size_t)dec->n ? n0 + EMB_VOCAB_SLICE : (size_t)dec->n;
     size_t real = n1 < v ? n1 - n0 : v - n0;  /* the decoder's padding rows are not the vocabulary's */
     emb_linear part = {dec->q + n0 * (size_t)dec->k, dec->scale + n0 * ((size_t)dec->k / EMB_BLOCK), dec->bias + n0,
-                       (int32_t)(n1 - n0), dec->k, NULL};
+                       (int32_t)(n1 - n0), dec->k, NULL,
+                       dec->qt && n0 % 16 == 0 ? dec->qt + n0 * (size_t)dec->k : NULL};
     float *y = ctx->vocab + (size_t)worker * r * EMB_VOCAB_SLICE;
     size_t seq = 0, left = jb->per_token ? 0 : (size_t)jb->lengths[0];  /* the row's sequence, its rows to come */
     for (size_t p = jb->r0; p < jb->r1; p += r) {

@@ -7,7 +7,8 @@
  *     kernels_simd128.c  (_simd128)   SIMD128, every kernel
  *     kernels_relaxed.c  (_relaxed)   the GEMM on relaxed SIMD; the rest from SIMD128
  *   native, chosen at run time (EMB_NATIVE_KERNEL_SETS below, best first):
- *     kernels_avx512.c   "avx512-vnni"   x86-64 AVX-512 VNNI: every kernel on zmm
+ *     kernels_avx512.c   "amx"           x86-64 AMX-INT8 GEMM (tdpbssd tiles) + the AVX-512 kernels
+ *                        "avx512-vnni"   x86-64 AVX-512 VNNI: every kernel on zmm
  *     kernels_x86.c      "avx-vnni"      x86-64 AVX-VNNI (VEX vpdpbusd) GEMM + the AVX2 float kernels
  *                        "avx2"          x86-64 AVX2 GEMM (vpmaddubsw) + the AVX2 float kernels
  *     kernels_neon.c     "neon-dotprod"  ARM64 sdot GEMM + NEON float kernels
@@ -181,12 +182,12 @@ size_t emb_attention_q8_scratch(size_t n, size_t d, size_t heads);
 #if EMB_KERNELS == EMB_KERNELS_NATIVE
 /* The native kernel sets. Each file defines its table on every architecture; a set for another
    architecture has a `supported` test that answers 0. */
-extern const emb_kernels emb_kernels_avx512vnni, emb_kernels_avxvnni, emb_kernels_avx2;
+extern const emb_kernels emb_kernels_amx, emb_kernels_avx512vnni, emb_kernels_avxvnni, emb_kernels_avx2;
 extern const emb_kernels emb_kernels_neon_dotprod, emb_kernels_neon, emb_kernels_reference;
 /* Best first: the first set that is supported and passes its self-check is the default. */
 #define EMB_NATIVE_KERNEL_SETS                                                                         \
-    {&emb_kernels_avx512vnni, &emb_kernels_avxvnni, &emb_kernels_avx2, &emb_kernels_neon_dotprod,     \
-     &emb_kernels_neon, &emb_kernels_reference}
+    {&emb_kernels_amx, &emb_kernels_avx512vnni, &emb_kernels_avxvnni, &emb_kernels_avx2,              \
+     &emb_kernels_neon_dotprod, &emb_kernels_neon, &emb_kernels_reference}
 /* Not in the list: the AVX-VNNI GEMM's tile built with the EVEX vpdpbusd of AVX-512 VL, so that a
    CPU with AVX-512 VNNI but no AVX-VNNI (this project's test machines) still tests that tile. */
 extern const emb_kernels emb_kernels_avxvnni_evex;

@@ -1,6 +1,7 @@
 /*
  * kernels_avx512.c — the "avx512-vnni" kernel set: x86-64 with AVX-512 F/BW/VL/DQ and VNNI, every
- * kernel on 512-bit vectors, bit for bit equal to the reference.
+ * kernel on 512-bit vectors, bit for bit equal to the reference; and the "amx" set, the same but
+ * for its int8 GEMM on AMX tiles (below, "the amx set").
  *
  * The int8 GEMM. vpdpbusd multiplies unsigned by signed bytes, four products per 32-bit lane, and
  * takes its signed operand straight from memory as a broadcast of one 32-bit word. So the
@@ -169,6 +170,153 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
     }
 }
 
+/* ── the "amx" set: the int8 GEMM on AMX tiles ─────────────────────────────────────── */
+/*
+ * tdpbssd multiplies signed by signed bytes: C (rows × 16 int32) += A (rows × 32 codes of one
+ * block) · B (8 rows of 64 bytes: cell j of four n4k4 groups side by side, the layout vpdpbusd's
+ * weights() builds, without the XOR). Each block's sum is exact, as vpdpbusd's, and the float
+ * epilogue is tile()'s, so the bits are the other sets'. The B rows of a 16-output slice are
+ * packed once per call and chunk of K and shared by every row tile; two blocks run at once on
+ * tiles 0-2 and 3-5 so that one block's epilogue overlaps the next one's tdpbssd. Row tiles are
+ * min(M, 16) rows; past 16 rows the last tile starts at M − 16 and recomputes rows of the one
+ * before it, writing the same values. Output groups past the last full slice of 16 (only in
+ * linears narrower than a multiple of 16: the self-check's, the int8 attention's keys) go
+ * through gemm_q8_avx512.
+ */
+#define AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
+
+typedef struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_config;
+
+INLINE AMX void amx_epilogue(const int32_t *c, const float *xs, size_t nb, size_t b, __m512 sw, __m512 *facc,
+                             const int MR) {
+    for (int r = 0; r < MR; r++) {
+        __m512 scale = _mm512_mul_ps(_mm512_set1_ps(xs[(size_t)r * nb + b]), sw);
+        facc[r] = _mm512_add_ps(facc[r], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * r))));
+    }
+}
+
+/* y[0 .. MR-1][0 .. 15] for blocks b0 .. b1-1 of one slice, as tile() with NG = 4. Blocks
+   alternate between tiles 0-2 and 3-5: the next block's tdpbssd is issued before this block's
+   sums are stored and added, so the two overlap. bp: the slice's B rows of block b0 on. */
+#define AMX_ISSUE(A, B, C, blk)                                            \
+    do {                                                                   \
+        _tile_zero(C);                                                     \
+        _tile_loadd(A, xq + (blk) * EMB_BLOCK, (long)k);                   \
+        _tile_loadd(B, bp + ((blk) - b0) * 8 * 64, 64);                    \
+        _tile_dpbssd(C, A, B);                                             \
+    } while (0)
+#define AMX_FINISH(C, blk)                                                                 \
+    do {                                                                                   \
+        _tile_stored(C, c, 64);                                                            \
+        amx_epilogue(c, xs, nb, (blk), scales(ws, 4 * nb, (blk), 4), facc, MR);            \
+    } while (0)
+
+INLINE AMX void amx_tile(const int8_t *xq, size_t k, const float *xs, size_t nb, size_t b0, size_t b1,
+                         const int8_t *bp, const float *ws, const float *bias, float *y, size_t ldy, int first,
+                         int last, const int MR) {
+    _Alignas(64) int32_t c[16 * 16];
+    __m512 facc[16];
+    for (int r = 0; r < MR; r++) facc[r] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + (size_t)r * ldy);
+    AMX_ISSUE(0, 1, 2, b0);
+    for (size_t b = b0;;) {
+        if (b + 1 < b1) AMX_ISSUE(3, 4, 5, b + 1);
+        AMX_FINISH(2, b);
+        if (++b >= b1) break;
+        if (b + 1 < b1) AMX_ISSUE(0, 1, 2, b + 1);
+        AMX_FINISH(5, b);
+        if (++b >= b1) break;
+    }
+    __m512 vb = last ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(y + (size_t)r * ldy, last ? _mm512_add_ps(facc[r], vb) : facc[r]);
+    }
+}
+#undef AMX_ISSUE
+#undef AMX_FINISH
+
+/* Rows 0 .. m-1 (m a multiple of `rows`, rows ≤ 16) of the first `full` groups. */
+static AMX void amx_rows(const int8_t *xq, const float *xs, size_t m, size_t rows, const emb_linear *w, size_t full,
+                         float *y, size_t ldy) {
+    size_t k = (size_t)w->k, nb = k / EMB_BLOCK;
+    amx_config cfg;
+    __builtin_memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 6; t++) {
+        int is_b = t == 1 || t == 4, is_a = t == 0 || t == 3;
+        cfg.rows[t] = (uint8_t)(is_b ? 8 : rows);
+        cfg.colsb[t] = (uint16_t)(is_a ? EMB_BLOCK : 64);
+    }
+    _tile_loadconfig(&cfg);
+    _Alignas(64) int8_t packed[EMB_GEMM_BLOCKS * 8 * 64];
+    for (size_t b0 = 0; b0 < nb; b0 += EMB_GEMM_BLOCKS) {
+        size_t b1 = nb - b0 < EMB_GEMM_BLOCKS ? nb : b0 + EMB_GEMM_BLOCKS;
+        int first = b0 == 0, last = b1 == nb;
+        for (size_t g = 0; g < full; g += 4) {
+            const int8_t *wq = w->q + g * 4 * k, *bp = packed;
+            if (w->qt) {
+                bp = w->qt + g * 4 * k + b0 * 8 * 64;  /* made at load */
+            } else {
+                for (size_t j = b0 * 8; j < b1 * 8; j++) {
+                    const int8_t *p = wq + j * 16;
+                    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p));
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 4 * k)), 1);
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 8 * k)), 2);
+                    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 12 * k)), 3);
+                    _mm512_store_si512((void *)(packed + (j - b0 * 8) * 64), v);
+                }
+            }
+            const float *ws = w->scale + g * 4 * nb, *bias = w->bias + g * 4;
+            for (size_t i = 0; i < m; i += rows) {
+                const int8_t *xr = xq + i * k;
+                const float *sr = xs + i * nb;
+                float *yt = y + i * ldy + g * 4;
+#define EMB_AMX_TILE(R) \
+    case R: amx_tile(xr, k, sr, nb, b0, b1, bp, ws, bias, yt, ldy, first, last, R); break;
+                switch (rows) {
+                EMB_AMX_TILE(16) EMB_AMX_TILE(15) EMB_AMX_TILE(14) EMB_AMX_TILE(13) EMB_AMX_TILE(12)
+                EMB_AMX_TILE(11) EMB_AMX_TILE(10) EMB_AMX_TILE(9) EMB_AMX_TILE(8) EMB_AMX_TILE(7)
+                EMB_AMX_TILE(6) EMB_AMX_TILE(5) EMB_AMX_TILE(4) EMB_AMX_TILE(3) EMB_AMX_TILE(2)
+                default: break;
+                EMB_AMX_TILE(1)
+                }
+#undef EMB_AMX_TILE
+            }
+        }
+    }
+    _tile_release();
+}
+
+static AMX void gemm_q8_amx(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy) {
+    size_t k = (size_t)w->k, nb = k / EMB_BLOCK, ng = (size_t)w->n / 4, full = ng / 4 * 4;
+    if (m == 0) return;
+    if (full < ng) {  /* the last 1-3 groups */
+        emb_linear rest = {w->q + full * 4 * k, w->scale + full * 4 * nb, w->bias + full * 4, (int32_t)((ng - full) * 4),
+                           w->k, NULL, NULL};
+        gemm_q8_avx512(xq, xs, m, &rest, y + full * 4, ldy);
+    }
+    if (full == 0) return;
+    size_t whole = m / 16 * 16, rest = m - whole;  /* tiles of 16 rows, then one of the rest */
+    if (whole) amx_rows(xq, xs, whole, 16, w, full, y, ldy);
+    if (rest) amx_rows(xq + whole * k, xs + whole * nb, rest, rest, w, full, y + whole * ldy, ldy);
+}
+
+static int amx_permitted = 0;  /* set by supported_amx (kernels_select.c calls it once per process) */
+
+/* arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): 0 when this process may use the tiles. */
+static int emb_amx_request(void) {
+#if defined(__linux__)
+    long ret;
+    __asm__ __volatile__("syscall" : "=a"(ret) : "a"(158L), "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
+    return ret == 0 ? 0 : -1;
+#else
+    return -1;
+#endif
+}
+
 /* ── float kernels: kernels_f32.inc on 16 lanes ────────────────────────────────────── */
 
 #define EMB_F32(name) name##_avx512
@@ -213,10 +361,33 @@ const emb_kernels emb_kernels_avx512vnni = {
     attention_avx512, softmax_rows_avx512,
 };
 
+/* AMX-TILE and AMX-INT8 in cpuid, the tile state enabled in XCR0 (bits 17, 18), and the
+   kernel's permission for this process to use it (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+). */
+static int supported_amx(void) {
+    if (!supported_avx512()) return 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return 0;  /* AMX-TILE, AMX-INT8 */
+    uint32_t lo, hi;
+    __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0x60000u) != 0x60000u) return 0;
+    if (!amx_permitted) amx_permitted = emb_amx_request() == 0 ? 1 : -1;
+    return amx_permitted == 1;
+}
+
+const emb_kernels emb_kernels_amx = {
+    "amx", supported_amx, quantize_rows_avx512, gemm_q8_amx, layernorm_avx512, gelu_avx512,
+    attention_avx512, softmax_rows_avx512,
+};
+
 #elif EMB_KERNELS == EMB_KERNELS_NATIVE
 static int unsupported(void) { return 0; }
 const emb_kernels emb_kernels_avx512vnni = {
     "avx512-vnni", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
+    emb_attention_heads_ref, emb_softmax_rows_ref,
+};
+const emb_kernels emb_kernels_amx = {
+    "amx", unsupported, emb_quantize_rows_ref, emb_gemm_q8_ref, emb_layernorm_ref, emb_gelu_ref,
     emb_attention_heads_ref, emb_softmax_rows_ref,
 };
 #else

@@ -60,7 +60,7 @@ static int check_gemm(const emb_kernels *k, check_rng *r, size_t m, size_t n, si
         for (size_t i = 0; i < n; i++) bias[i] = next_f(r, -1.0f, 1.0f);
         for (size_t i = 0; i < kk; i++) xq[i] = 127;  /* a row of extreme codes */
         for (size_t i = 0; i < kk && m > 1; i++) xq[kk + i] = -127;
-        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk, NULL};
+        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk, NULL, NULL};
         emb_gemm_q8_ref(xq, xs, m, &lin, y1, n);
         emb_memset(y2, 0xA5, 4 * m * n);
         k->gemm_q8(xq, xs, m, &lin, y2, n);
@@ -168,7 +168,7 @@ int emb_kernels_self_check(const emb_kernels *k) {
 
 #include <pthread.h>
 
-#define EMB_N_SETS 6
+#define EMB_N_SETS 7
 
 static const emb_kernels *const sets[EMB_N_SETS] = EMB_NATIVE_KERNEL_SETS;
 static int usable[EMB_N_SETS];

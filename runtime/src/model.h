@@ -29,6 +29,10 @@ typedef struct emb_linear {
     int32_t n, k;         /* Np, Kp: what the kernels compute over */
     const float *w;       /* fp32 weights (Np/4, Kp/4, 4, 4), the n4k4 packing of the zero-padded
                              W: the linear is fp32 (emb_gemm_f32_ref; q, scale NULL); NULL: int8 */
+    const int8_t *qt;     /* NULL, or q in the AMX tile layout (engine.c, tile_weights): per 16 outputs,
+                             K/4 rows of 64 bytes, row j = cell j of the slice's four groups; made at
+                             load where the "amx" kernels run. At output n0 (a multiple of 16) it is
+                             qt + n0·Kp, as q + n0·Kp is for q. */
 } emb_linear;
 
 /* Activations of the FFN, the Dense modules and the heads. */
@@ -140,6 +144,7 @@ typedef struct emb_weights {
     size_t rel_ld;            /* its row length */
     float *zeros;             /* (max(Np, C)): the bias of bias-free linears and norms, allocated */
     float *vocab_zeros;       /* (Vp): the bias of a bias-free MLM decoder, allocated */
+    int8_t *tiles;            /* every linear's qt, allocated (NULL without AMX) */
 } emb_weights;
 
 struct emb_model {

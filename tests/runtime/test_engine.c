@@ -118,7 +118,7 @@ static void test_gemm(void) {
             for (int r = 0; r < 4; r++) packed_s[(g * NB + b) * 4 + r] = ws[4 * g + r][b];
         }
     }
-    emb_linear lin = {packed, packed_s, bias, N, K, NULL};
+    emb_linear lin = {packed, packed_s, bias, N, K, NULL, NULL};
     emb_gemm_q8_ref(xq, xs, M, &lin, y, N);
     int exact = 1;
     for (int m = 0; m < M; m++) {
@@ -152,7 +152,7 @@ static void test_gemm(void) {
             for (int i = 0; i < nn * kk / 32; i++) wsc[i] = frand(0, 0.05f);
             for (int i = 0; i < mm * kk / 32; i++) xsc[i] = frand(0, 0.2f);
             for (int i = 0; i < nn; i++) b2[i] = frand(-1, 1);
-            emb_linear l2 = {wq, wsc, b2, nn, kk, NULL};
+            emb_linear l2 = {wq, wsc, b2, nn, kk, NULL, NULL};
             emb_gemm_q8_ref(xx, xsc, (size_t)mm, &l2, y1, (size_t)nn);
             sets[v]->gemm_q8(xx, xsc, (size_t)mm, &l2, y2, (size_t)nn);
             if (memcmp(y1, y2, sizeof(float) * (size_t)(mm * nn)) != 0) same = 0;
@@ -183,7 +183,7 @@ static void test_gemm_f32(void) {
     for (int i = 0; i < M * K; i++) x[i] = frand(-2, 2);
     for (int n = 0; n < N; n++) bias[n] = frand(-1, 1);
     pack_n4k4_f32(w, N, K, packed);
-    emb_linear lin = {NULL, NULL, bias, N, K, packed};
+    emb_linear lin = {NULL, NULL, bias, N, K, packed, NULL};
     emb_gemm_f32_ref(x, M, &lin, y, N);
     int exact = 1;
     double worst = 0;
@@ -232,7 +232,7 @@ static void test_rescore_bound(void) {
             for (int r = 0; r < 4; r++) packed_s[(g * NB + b) * 4 + r] = ws[(4 * g + r) * NB + b];
         }
     }
-    emb_linear dec = {packed, packed_s, bias, V, KP, NULL};
+    emb_linear dec = {packed, packed_s, bias, V, KP, NULL, NULL};
     emb_rescore_coefficients(&dec, exact, V, C, coef);
     for (int t = 0; t < T; t++) {
         for (int j = 0; j < C; j++) x[t * KP + j] = frand(-1, 1) * (t % 5 == 0 ? 8.0f : 1.0f) * (j == t ? 20.0f : 1.0f);

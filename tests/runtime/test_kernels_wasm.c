@@ -60,7 +60,7 @@ static int test_gemm(int m, int n, int k) {
     for (int i = 0; i < n * k / 32; i++) ws[i] = frand(0.0f, 0.05f);
     for (int i = 0; i < m * k / 32; i++) xs[i] = frand(0.0f, 0.2f);
     for (int i = 0; i < n; i++) bias[i] = frand(-1, 1);
-    emb_linear lin = {w, ws, bias, n, k, NULL};
+    emb_linear lin = {w, ws, bias, n, k, NULL, NULL};
     emb_gemm_q8_ref(x, xs, (size_t)m, &lin, y[0], (size_t)n);
     int16_t *x16 = emb_alloc((size_t)(m * k * 2));
     for (int i = 0; i < m * k; i++) x16[i] = x[i];
@@ -170,7 +170,7 @@ EXPORT(emb_bench_gemm) void emb_bench_gemm(int32_t variant, int32_t m, int32_t n
         for (int i = 0; i < m * k / 32; i++) xs[i] = 0.01f;
         for (int i = 0; i < n; i++) bias[i] = 0.0f;
     }
-    emb_linear lin = {w, ws, bias, n, k, NULL};
+    emb_linear lin = {w, ws, bias, n, k, NULL, NULL};
     for (int r = 0; r < reps; r++) {
         if (variant == 0) emb_gemm_q8_ref(x, xs, (size_t)m, &lin, y, (size_t)n);
         else if (variant == 1) emb_gemm_q8_simd128(x16, xs, (size_t)m, &lin, y, (size_t)n);

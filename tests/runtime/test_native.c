@@ -53,7 +53,7 @@ static void test_gemm_shapes(const emb_kernels *k) {
         size_t ldy = n + (size_t)(t % 3);  /* a row stride wider than N, as the column split uses */
         memset(y1, 0, 4 * m * ldy);
         memset(y2, 0, 4 * m * ldy);
-        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk, NULL};
+        emb_linear lin = {wq, ws, bias, (int32_t)n, (int32_t)kk, NULL, NULL};
         emb_gemm_q8_ref(xq, xs, m, &lin, y1, ldy);
         k->gemm_q8(xq, xs, m, &lin, y2, ldy);
         if (memcmp(y1, y2, 4 * m * ldy) != 0) {
@@ -93,7 +93,7 @@ static void test_gemm_f32_shapes(const emb_kernels *k) {
         for (size_t i = 0; i < n; i++) bias[i] = frand(-1.0f, 1.0f);
         memset(y1, 0, 4 * m * ldy);
         memset(y2, 0, 4 * m * ldy);
-        emb_linear lin = {NULL, NULL, bias, (int32_t)n, (int32_t)kk, w};
+        emb_linear lin = {NULL, NULL, bias, (int32_t)n, (int32_t)kk, w, NULL};
         emb_gemm_f32_ref(x, m, &lin, y1, ldy);
         f(x, m, &lin, y2, ldy);
         if (memcmp(y1, y2, 4 * m * ldy) != 0) {
