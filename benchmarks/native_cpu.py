@@ -76,11 +76,14 @@ takes a batch as it does in the Embedder: calls of at most 2,048 tokens (``max_t
                                               [--grid-batches 1,8,32,128] [--grid-lengths 16,64,256]
                                               [--grid-tokens 8192] [--no-grid] [--no-onnx]
                                               [--workloads] [--quick] [--baseline-lib SO]
+                                              [--baseline-kernels NAME]
 
 ``--baseline-lib`` times another build of the engine (``NativeBackend(library=...)``, e.g. the
 previous commit's ``build/native/libedgembed.so``) on the same bundle as one more native row, in
 the corpus, the grid and the workloads, and prints the corpus ratio: on a shared machine, a
-change is measured against what it replaces under the same load.
+change is measured against what it replaces under the same load. ``--baseline-kernels NAME``
+runs that row with another kernel set (``NativeBackend(kernels=NAME)``; with or without
+``--baseline-lib``), e.g. ``avx512-vnni`` against ``amx`` on a CPU with AMX.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def mac_counts(config: dict[str, int]) -> tuple[int, int]:
 
 Vectors = npt.NDArray[np.float32]
 CT2 = "CTranslate2 int8"
-BASELINE = "native int8, baseline library"
+BASELINE = "native int8, baseline"
 ROTATION = ("engine order rotates each round: round r starts with the (r mod N)-th engine "
             "of N, so none is always timed first; every ratio compares medians of this run")
 T = TypeVar("T")
@@ -246,6 +249,9 @@ def main() -> int:
                     help="another libedgembed.so (say, a build of the previous commit) timed as "
                          "one more native row on the same bundle, in the same rounds: a change "
                          "measured against what it replaces under the same load")
+    ap.add_argument("--baseline-kernels", default=None, metavar="NAME",
+                    help="the baseline row's kernel set (e.g. avx512-vnni against amx), with "
+                         "this library unless --baseline-lib gives another")
     ap.add_argument("--quick", action="store_true",
                     help="native engines and onnxruntime fp32 only (no sentence-transformers, no "
                          "grid)")
@@ -253,6 +259,9 @@ def main() -> int:
     if args.quick:
         args.st_python, args.no_grid = "", True
     thread_counts = [int(t) for t in args.threads.split(",")]
+    baseline = ", ".join(
+        ([f"library {args.baseline_lib}"] if args.baseline_lib is not None else [])
+        + ([f"{args.baseline_kernels} kernels"] if args.baseline_kernels else []))
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -314,9 +323,10 @@ def main() -> int:
             native = NativeBackend(path, threads=threads)
             described = native.describe()
             engines[(name, threads)] = native.encode
-        if args.baseline_lib is not None:
+        if baseline:
             engines[(BASELINE, threads)] = NativeBackend(bundle, threads=threads,
-                                                         library=args.baseline_lib).encode
+                                                         library=args.baseline_lib,
+                                                         kernels=args.baseline_kernels).encode
         for name, path in ({} if args.no_onnx else onnx_files).items():
             engines[(name, threads)] = OnnxBackend(path, threads=threads).encode
         if ct2_dir is not None:
@@ -413,9 +423,9 @@ def main() -> int:
         print("# native int8 / CTranslate2 int8 on the corpus: " + ", ".join(
             f"{med_of[(CT2, t)] / med_of[('native int8', t)]:.2f}× at {t} thread"
             + ("s" if t > 1 else "") for t in thread_counts))
-    if args.baseline_lib is not None:
+    if baseline:
         med_of = {k: statistics.median(v) for k, v in times.items()}
-        print(f"# native int8 / the baseline library ({args.baseline_lib}) on the corpus: "
+        print(f"# native int8 / the baseline ({baseline}) on the corpus: "
               + ", ".join(f"{med_of[(BASELINE, t)] / med_of[('native int8', t)]:.2f}× at {t} "
                           "thread" + ("s" if t > 1 else "") for t in thread_counts))
     if grid:
