@@ -26,10 +26,19 @@ in a fixed order. So no engine is always the one timed first after the pause, an
 so; every ratio printed compares medians of the same run. Columns: tokens/s ([CLS] and [SEP]
 included), speed against onnxruntime fp32 at the same thread count, G-MAC/s (10.6 M
 multiply-accumulates per token in the linear layers + 4,608·n² per text of n tokens) and its share
-of the CPU's int8 peak (``--peak``: G-MAC/s of one core, measured with independent vpdpbusd; 234 on
-the 2-core AVX-512 VNNI VM of docs/benchmarks.md, i.e. 64 per cycle at 3.67 GHz), min/mean cosine
-against the sentence-transformers fixture, and the min cosine between texts embedded alone and in
-their batches (1.0: batch-invariant).
+of the CPU's int8 peak, min/mean cosine against the sentence-transformers fixture, and the min
+cosine between texts embedded alone and in their batches (1.0: batch-invariant).
+
+The int8 peak is measured in the same run: ``benchmarks/int8_peak.c`` (built here with ``cc``
+into build/bench/) runs twelve independent ``vpdpbusd`` chains (zmm with AVX-512 VNNI, ymm with
+AVX-VNNI only) on as many threads as the row, 0.3 s at the start of every round of the corpus
+and of the workloads; a share is against the median of that thread count's measurements, per
+core × threads. On a shared VM the peak moves with the machine (on the VM of docs/benchmarks.md
+it read 168 G-MAC/s one morning and 368–458 that afternoon), so a constant measured once would
+make the share say as much about the moment as about the engine. ``--peak G`` uses G G-MAC/s
+per core instead (no measuring); without VNNI and without ``--peak`` the share columns print
+"–". On a CPU with AMX the line that prints the peak also gives ``tdpbssd``'s, at K = 32 (the
+engine's block) and 64, measured once, for reference: the shares stay against the VNNI peak.
 
 ``--model`` takes any catalog model the engine runs (all-mpnet-base-v2: 768 dimensions, 12
 layers, truncation at 384): the multiply-accumulates follow from its config.json, the texts are
@@ -72,7 +81,7 @@ the share of the int8 peak and native/CTranslate2 per cell and thread count. The
 takes a batch as it does in the Embedder: calls of at most 2,048 tokens (``max_tokens``).
 
     .venv/bin/python benchmarks/native_cpu.py [--model NAME] [--rounds 5] [--st-python PY]
-                                              [--peak 234] [--ct2-dir DIR] [--ct2-converter EXE]
+                                              [--peak G] [--ct2-dir DIR] [--ct2-converter EXE]
                                               [--grid-batches 1,8,32,128] [--grid-lengths 16,64,256]
                                               [--grid-tokens 8192] [--no-grid] [--no-onnx]
                                               [--workloads] [--quick] [--baseline-lib SO]
@@ -220,6 +229,69 @@ def grid_batches(ids: list[list[int]], batch: int, length: int,
     return calls
 
 
+class Peak:
+    """This CPU's int8 peak per core, measured in the run (``benchmarks/int8_peak.c``), or the
+    ``--peak`` constant. ``share(gmacs, threads)`` is the fraction of ``threads`` cores' peak."""
+
+    def __init__(self, fixed: float | None, threads: list[int]) -> None:
+        self.fixed, self.threads = fixed, threads
+        self.samples: dict[int, list[float]] = {t: [] for t in threads}
+        self.exe: Path | None = None
+        self.kind = self.amx = ""
+        self.said = f"--peak {fixed} G-MAC/s per core" if fixed else ""
+        if fixed:
+            return
+        out = REPO / "build" / "bench" / "int8_peak"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        built = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-pthread", "-o", str(out),
+                                str(REPO / "benchmarks" / "int8_peak.c")],
+                               capture_output=True, text=True)
+        which = (subprocess.run([str(out), "which"], capture_output=True, text=True)
+                 if built.returncode == 0 else None)
+        if which is None or which.returncode != 0:
+            why = built.stderr.strip().splitlines()[-1:] if which is None else ["no VNNI"]
+            self.said = f"not measured ({why[0] if why else 'cc failed'}); give --peak"
+            return
+        self.exe, self.kind = out, which.stdout.strip()
+        amx = [self.run(kind, 1, 0.3) for kind in ("amx32", "amx64")]
+        self.amx = "" if None in amx else (f"; AMX tdpbssd {amx[0]:,.0f} G-MAC/s at K = 32, "
+                                           f"{amx[1]:,.0f} at K = 64 (1 thread, once)")
+
+    def run(self, kind: str, threads: int, seconds: float) -> float | None:
+        assert self.exe is not None
+        done = subprocess.run([str(self.exe), kind, str(threads), str(seconds)],
+                              capture_output=True, text=True)
+        return float(done.stdout.split()[-1]) if done.returncode == 0 else None
+
+    def measure(self) -> None:
+        """One sample per thread count (0.3 s each): called at the start of every round."""
+        if self.exe is None:
+            return
+        for t in self.threads:
+            g = self.run("vnni", t, 0.3)
+            if g is not None:
+                self.samples[t].append(g)
+
+    def per_core(self, threads: int) -> float | None:
+        if self.fixed:
+            return self.fixed
+        got = self.samples.get(threads)
+        return statistics.median(got) if got else None
+
+    def share(self, gmacs: float, threads: int) -> str:
+        p = self.per_core(threads)
+        return "–" if p is None else f"{gmacs / (p * threads):.0%}"
+
+    def describe(self) -> str:
+        if self.exe is None:
+            return f"int8 peak: {self.said}"
+        per = ", ".join(
+            f"{statistics.median(v):.0f} G-MAC/s per core on {t} thread{'s' if t > 1 else ''} "
+            f"({min(v):.0f}–{max(v):.0f}, {len(v)} samples)"
+            for t, v in self.samples.items() if v)
+        return f"int8 peak, measured in the run ({self.kind} vpdpbusd): {per}{self.amx}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -227,8 +299,9 @@ def main() -> int:
     ap.add_argument("--model", default="all-minilm-l6-v2")
     ap.add_argument("--st-python", default="/tmp/refvenv/bin/python" if Path(
         "/tmp/refvenv/bin/python").exists() else "", help="a Python with sentence-transformers")
-    ap.add_argument("--peak", type=float, default=234.0,
-                    help="int8 G-MAC/s of one core (vpdpbusd peak) for the share column")
+    ap.add_argument("--peak", type=float, default=None,
+                    help="int8 G-MAC/s of one core for the share columns (default: measured "
+                         "in every round by benchmarks/int8_peak.c)")
     ap.add_argument("--ct2-dir", type=Path, default=None,
                     help="the converted CTranslate2 model (default "
                          "<EDGEMBED_HOME>/bench/ctranslate2/<model>-int8)")
@@ -364,8 +437,10 @@ def main() -> int:
     # the quality columns: the committed fixture, else sentence-transformers of this run
     want = (np.asarray(reference["embeddings"], dtype=np.float32) if own_fixture
             else vectors[("sentence-transformers fp32", thread_counts[0])])
+    peak = Peak(args.peak, thread_counts)
     load_before = os.getloadavg()[0]
     for r in range(args.rounds):
+        peak.measure()
         for key in rotated(list(times), r):
             time.sleep(0.2)  # the previous engine's idle threads (onnxruntime spins) go to sleep
             name, threads = key
@@ -403,6 +478,7 @@ def main() -> int:
     against = "the fixture" if own_fixture else "sentence-transformers of this run"
     print(f"# corpus: {len(texts)} texts, {n_tokens} tokens, {macs / 1e9:.1f} G-MAC; "
           f"min/mean cos against {against}; median of {args.rounds} interleaved rounds")
+    print(f"# {peak.describe()}")
     print(f"# {ROTATION}")
     base_name = "native int8" if args.no_onnx else "onnxruntime fp32"
     print(f"| engine | threads | tokens/s | vs {base_name} | G-MAC/s | of int8 peak | "
@@ -415,7 +491,7 @@ def main() -> int:
             cos = cosines(vectors[key], want)
             inv = invariance.get((key[0], 1))
             print(f"| {key[0]} | {threads} | {n_tokens / med:,.0f} | {base / med:.2f}× | "
-                  f"{macs / med / 1e9:.1f} | {macs / med / 1e9 / (args.peak * threads):.0%} | "
+                  f"{macs / med / 1e9:.1f} | {peak.share(macs / med / 1e9, threads)} | "
                   f"{cos.min():.4f} | {cos.mean():.5f} | "
                   f"{'—' if inv is None else f'{inv:.6f}'} |")
     if ct2_dir is not None:
@@ -442,7 +518,7 @@ def main() -> int:
             row = [f"{b} × {n}"]
             for e, t in grid_engines:
                 med = statistics.median(grid_times[(e, t, b, n)])
-                row += [f"{count * n / med:,.0f}", f"{cell_macs / med / 1e9 / (args.peak * t):.0%}"]
+                row += [f"{count * n / med:,.0f}", peak.share(cell_macs / med / 1e9, t)]
             for t in (thread_counts if ct2_dir else []):
                 ct2_s = statistics.median(grid_times[(CT2, t, b, n)])
                 native_s = statistics.median(grid_times[("native int8", t, b, n)])
@@ -451,7 +527,7 @@ def main() -> int:
     if args.workloads:
         timed = [k for k in engines if k[0] in (*bundles, BASELINE, "onnxruntime fp32")]
         print_workloads(workloads(ids), {k: engines[k] for k in timed}, linear_macs,
-                        attention_macs, args.rounds, args.peak)
+                        attention_macs, args.rounds, peak)
     return 0
 
 
@@ -479,13 +555,14 @@ def workloads(ids: list[list[int]]) -> dict[str, list[list[list[int]]]]:
 
 def print_workloads(loads: dict[str, list[list[list[int]]]],
                     engines: dict[tuple[str, int], Callable[[list[list[int]]], Vectors]],
-                    linear_macs: int, attention_macs: int, rounds: int, peak: float) -> None:
+                    linear_macs: int, attention_macs: int, rounds: int, peak: Peak) -> None:
     times: dict[tuple[str, str, int], list[float]] = {}
     for enc in engines.values():  # warm-up
         for calls in loads.values():
             enc(calls[0])
     load_before = os.getloadavg()[0]
     for r in range(rounds):
+        peak.measure()
         for load, calls in loads.items():
             for (name, threads), enc in rotated(list(engines.items()), r):
                 time.sleep(0.2)
@@ -495,6 +572,7 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
                 times.setdefault((load, name, threads), []).append(time.perf_counter() - t0)
     print(f"\n# workloads (encoder calls only, ids given), median of {rounds} interleaved rounds; "
           f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; {ROTATION}")
+    print(f"# {peak.describe()} (the corpus' rounds and these)")
     base_name = ("onnxruntime fp32" if any(k[0] == "onnxruntime fp32" for k in engines)
                  else "native int8")
     vs_native = base_name != "native int8"  # else "vs native int8" is the column before
@@ -514,7 +592,7 @@ def print_workloads(loads: dict[str, list[list[list[int]]]],
             print(f"| {load} ({len(seqs)} texts, {n_tokens:,} tokens) | {name} | {threads} | "
                   f"{n_tokens / med:,.0f} | {base / med:.2f}× | "
                   + (f"{f32 / med:.2f}× | " if vs_native else "")
-                  + f"{macs / med / 1e9:.1f} | {macs / med / 1e9 / (peak * threads):.0%} |")
+                  + f"{macs / med / 1e9:.1f} | {peak.share(macs / med / 1e9, threads)} |")
 
 
 if __name__ == "__main__":
