@@ -35,10 +35,13 @@
 //
 // G-MAC/s counts the multiply-accumulates of the model's config.json: L × (4·H² + 2·H·I) per
 // token in the linear layers (10.6 M for all-minilm-l6-v2, 84.9 M for all-mpnet-base-v2) plus
-// L × 2·H per text × n² in attention (4,608·n², 18,432·n²). "of int8 peak" compares it with one core's AVX-512 VNNI peak (--peak, 234 G-MAC/s:
-// one vpdpbusd zmm per cycle at 3.67 GHz on the VM of docs/benchmarks.md); "of wasm peak" with
-// what 128-bit WebAssembly can express (--wasm-peak, 59 G-MAC/s: two i32x4.dot_i16x8_s, i.e.
-// two pmaddwd xmm of 8 MACs, per cycle at 3.67 GHz).
+// L × 2·H per text × n² in attention (4,608·n², 18,432·n²). "of int8 peak" compares it with one
+// core's VNNI peak measured in the run: benchmarks/int8_peak.c (built with cc into build/bench/,
+// twelve independent vpdpbusd chains, one thread, 0.3 s) runs before each host's child process
+// and after the last, and the median counts, as in benchmarks/native_cpu.py (--peak G fixes it;
+// without VNNI and without --peak the column prints "–"); "of wasm peak" compares it with what
+// 128-bit WebAssembly can express (--wasm-peak, 59 G-MAC/s: two i32x4.dot_i16x8_s, i.e. two
+// pmaddwd xmm of 8 MACs, per cycle at 3.67 GHz, an estimate for the VM of docs/benchmarks.md).
 import { execFileSync, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -186,7 +189,24 @@ if (process.argv[2] === "child") {
 // ── the driver ───────────────────────────────────────────────────────────────────────────────
 
 const rounds = arg("--rounds", 3);
-const peak = arg("--peak", 234);
+const fixedPeak = arg("--peak", 0);
+const peakSamples = [];
+let peakExe = null;
+let peakSaid = fixedPeak ? `--peak ${fixedPeak}` : "";
+if (!fixedPeak) {
+  const exe = path.join(ROOT, "build/bench/int8_peak");
+  fs.mkdirSync(path.dirname(exe), { recursive: true });
+  const built = spawnSync(process.env.CC || "cc", ["-O2", "-pthread", "-o", exe, path.join(ROOT, "benchmarks/int8_peak.c")], { encoding: "utf8" });
+  const which = built.status === 0 ? spawnSync(exe, ["which"], { encoding: "utf8" }) : null;
+  if (which && which.status === 0) peakExe = exe;
+  else peakSaid = `not measured (${which ? "no VNNI" : (built.stderr || "cc failed").trim().split("\n").pop()}); give --peak`;
+}
+// one sample of the one-thread VNNI peak (G-MAC/s), before each host and after the last
+function samplePeak() {
+  if (!peakExe) return;
+  const r = spawnSync(peakExe, ["vnni", "1", "0.3"], { encoding: "utf8" });
+  if (r.status === 0) peakSamples.push(Number(r.stdout.trim().split(/\s+/).pop()));
+}
 const wasmPeak = arg("--wasm-peak", 59);
 const self = fileURLToPath(import.meta.url);
 
@@ -236,11 +256,16 @@ if (!process.argv.includes("--no-deno") && fs.existsSync(DENO)) {
 }
 const results = [];
 for (const [name, bin, args] of hosts) {
+  samplePeak();
   console.error(`running ${name} …`);
   results.push([name, run(bin, args)]);
 }
+samplePeak();
+const peak = fixedPeak || (peakSamples.length ? median(peakSamples) : null);
+if (peakExe) peakSaid = `${fmt(peak)} G-MAC/s per core, measured in the run (${fmt(Math.min(...peakSamples))}–${fmt(Math.max(...peakSamples))}, ${peakSamples.length} samples)`;
 
 console.log(`# WebAssembly engine, ${MODEL} (${config.hidden_size} dims, ${config.num_hidden_layers} layers; ${fmt(LINEAR_MACS / 1e6, 1)} M-MAC per token + ${fmt(ATTENTION_MACS)}·n² per text) — ${new Date().toISOString().slice(0, 10)}, ${os.cpus().length} cores (${os.cpus()[0].model}), ${rounds} rounds, load ${fmt(load0, 1)} → ${fmt(os.loadavg()[0], 1)}\n`);
+console.log(`# int8 peak (vpdpbusd, one core): ${peakSaid}\n`);
 const [, nodeRes] = results[0];
 for (const [w, s] of Object.entries(nodeRes.stats)) {
   console.log(`${w}: ${s.texts} texts in ${s.batches} batches, ${fmt(s.tokens)} tokens (${fmt(s.padded)} padded for onnxruntime-web), ${fmt(s.macs / 1e9, 1)} G-MAC`);
@@ -256,7 +281,7 @@ for (const w of Object.keys(nodeRes.stats)) {
       const gmacs = s.macs / sec / 1e9;
       const name = e === "edgembed" ? `**edgembed wasm (${res.variant})**` : `onnxruntime-web ${e.slice(8)}`;
       if (e === "edgembed" && host === results[0][0]) ratios[w] = best / sec;
-      rows.push([w, host, name, fmt(s.tokens / sec), `${fmt(best / sec, 2)}×`, fmt(gmacs, 1), `${fmt((100 * gmacs) / peak)} %`, `${fmt((100 * gmacs) / wasmPeak)} %`, res.minCos[e] == null ? "–" : fmt(res.minCos[e], 4)]);
+      rows.push([w, host, name, fmt(s.tokens / sec), `${fmt(best / sec, 2)}×`, fmt(gmacs, 1), peak ? `${fmt((100 * gmacs) / peak)} %` : "–", `${fmt((100 * gmacs) / wasmPeak)} %`, res.minCos[e] == null ? "–" : fmt(res.minCos[e], 4)]);
     }
   }
 }
