@@ -31,8 +31,7 @@
  *            with its own buffers; attention tasks are (sequence, head) pairs.
  *   columns  few tokens (T ≤ EMB_COLUMN_SPLIT_ROWS · W): a panel per worker would leave workers
  *            idle and make each read every weight, so each linear layer's outputs are cut into
- *            slices of EMB_COLUMN_SLICE instead (half that for a layer with few slices per
- *            worker: run_columns). An MLP's activation and quantization run on the slice that
+ *            one slice per worker instead (whole blocks of 32: column_slice). An MLP's activation and quantization run on the slice that
  *            produced them (both work per block of 32 columns), and so do the rotary positions
  *            of a slice of whole heads; an attention task quantizes its own head when the head
  *            is whole blocks (task_attention_staged), and a GLU of whole blocks computes its
@@ -47,8 +46,6 @@
 #include "threads.h"
 
 #define EMB_COLUMN_SPLIT_ROWS 8  /* per worker: below this many rows each, split columns */
-#define EMB_COLUMN_SLICE 64      /* outputs per column task: whole zmm tiles and int8 blocks */
-#define EMB_COLUMN_TASKS 4       /* slices per worker below which a layer's slices are halved */
 #define EMB_GROUPS_PER_WORKER 4  /* sequence groups: tasks per worker, so that a late one costs little */
 #define EMB_GROUP_MIN_ROWS 64    /* and rows per group at least, so that its GEMMs have full panels */
 #define EMB_MAX_GROUPS 256
@@ -519,13 +516,18 @@ static void task_norm(void *arg, size_t t, int worker) {
     else after_attention(jb, x, ctx->panel + r0 * cp, r1 - r0, tmp, xq, xs);
 }
 
+/* Outputs per column task: the layer's share of one worker, rounded up to whole int8 blocks (so
+   a slice's activation and quantization stay in it, and it starts on a 16-output tile). One
+   task per worker: a 10-token text's tasks then take microseconds, and with slices of 64 (32
+   for the narrow layers) the pool's hand-out and join between them cost more than the shorter
+   tail saved (docs/benchmarks.md, "One column slice per worker"). A worker that has not
+   started leaves its slice to the caller (threads.h). */
 static size_t column_slice(const job *jb, size_t n) {
-    return n < EMB_COLUMN_TASKS * jb->ctx->n_workers * EMB_COLUMN_SLICE ? EMB_COLUMN_SLICE / 2 : EMB_COLUMN_SLICE;
+    size_t w = jb->ctx->n_workers, per = (n + w - 1) / w;
+    return (per + EMB_BLOCK - 1) / EMB_BLOCK * EMB_BLOCK;
 }
 
-/* One column-split linear layer: slices of EMB_COLUMN_SLICE outputs, or half that where a layer
-   has fewer than EMB_COLUMN_TASKS slices per worker (the narrow out and down projections), so
-   that the last task of the loop, which one worker runs while the other waits, is short. */
+/* One column-split linear layer, a slice of column_slice outputs per task. */
 static void run_columns(job *jb, const emb_linear *lin, const void *xq, const float *xs, float *y, size_t ldy,
                         int ffn_up, int rotary) {
     size_t n = (size_t)lin->n, slice = column_slice(jb, n);
