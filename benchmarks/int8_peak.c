@@ -36,47 +36,36 @@ static double now(void) {
 #define YMM __attribute__((target("avx2,avxvnni")))
 #define AMX __attribute__((target("amx-tile,amx-int8")))
 
-/* Each returns MACs done, after running about `seconds`. */
-#define CHAINS(DP, T, c) \
-    c[0] = DP(c[0], a, b), c[1] = DP(c[1], a, b), c[2] = DP(c[2], a, b), c[3] = DP(c[3], a, b), \
-    c[4] = DP(c[4], a, b), c[5] = DP(c[5], a, b), c[6] = DP(c[6], a, b), c[7] = DP(c[7], a, b), \
+/* run_zmm, run_ymm: multiply-accumulates per second over about `seconds` of twelve independent
+   vpdpbusd chains on vector type V (LANES int32 lanes, 4 MACs each); the sums go to *sink so
+   that nothing is optimized away. */
+#define CHAINS(DP)                                                                          \
+    c[0] = DP(c[0], a, b), c[1] = DP(c[1], a, b), c[2] = DP(c[2], a, b), c[3] = DP(c[3], a, b),   \
+    c[4] = DP(c[4], a, b), c[5] = DP(c[5], a, b), c[6] = DP(c[6], a, b), c[7] = DP(c[7], a, b),   \
     c[8] = DP(c[8], a, b), c[9] = DP(c[9], a, b), c[10] = DP(c[10], a, b), c[11] = DP(c[11], a, b)
-
-static ZMM double run_zmm(double seconds, int *sink) {
-    __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(2), c[12];
-    for (int i = 0; i < 12; i++) c[i] = _mm512_setzero_si512();
-    double t0 = now(), macs = 0;
-    while (now() - t0 < seconds) {
-        for (int i = 0; i < 100000; i++) {
-            __asm__ volatile("" : "+v"(a), "+v"(b));
-            CHAINS(_mm512_dpbusd_epi32, __m512i, c);
-        }
-        macs += 100000.0 * 12 * 64;
+#define VNNI_RUN(NAME, ATTR, V, SET1, ADD, DP, LANES)                                        \
+    static ATTR double NAME(double seconds, int *sink) {                                      \
+        V a = SET1(0x01010101), b = SET1(0x02020202), c[12];                                  \
+        for (int i = 0; i < 12; i++) c[i] = SET1(0);                                          \
+        double t0 = now(), macs = 0;                                                          \
+        while (now() - t0 < seconds) {                                                        \
+            for (int i = 0; i < 100000; i++) {                                                \
+                __asm__ volatile("" : "+v"(a), "+v"(b));                                      \
+                CHAINS(DP);  /* spelled out: a loop over c[] keeps it in memory */            \
+            }                                                                                 \
+            macs += 100000.0 * 12 * 4 * (LANES);                                              \
+        }                                                                                     \
+        V s = c[0];                                                                           \
+        for (int i = 1; i < 12; i++) s = ADD(s, c[i]);                                        \
+        int out[LANES];                                                                       \
+        __builtin_memcpy(out, &s, sizeof out);                                                \
+        *sink = out[0];                                                                       \
+        return macs / (now() - t0);                                                           \
     }
-    __m512i s = c[0];
-    for (int i = 1; i < 12; i++) s = _mm512_add_epi32(s, c[i]);
-    *sink = _mm512_reduce_add_epi32(s);
-    return macs / (now() - t0);
-}
-
-static YMM double run_ymm(double seconds, int *sink) {
-    __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(2), c[12];
-    for (int i = 0; i < 12; i++) c[i] = _mm256_setzero_si256();
-    double t0 = now(), macs = 0;
-    while (now() - t0 < seconds) {
-        for (int i = 0; i < 100000; i++) {
-            __asm__ volatile("" : "+v"(a), "+v"(b));
-            CHAINS(_mm256_dpbusd_avx_epi32, __m256i, c);
-        }
-        macs += 100000.0 * 12 * 32;
-    }
-    __m256i s = c[0];
-    for (int i = 1; i < 12; i++) s = _mm256_add_epi32(s, c[i]);
-    int out[8];
-    _mm256_storeu_si256((__m256i *)out, s);
-    *sink = out[0];
-    return macs / (now() - t0);
-}
+VNNI_RUN(run_zmm, ZMM, __m512i, _mm512_set1_epi32, _mm512_add_epi32, _mm512_dpbusd_epi32, 16)
+VNNI_RUN(run_ymm, YMM, __m256i, _mm256_set1_epi32, _mm256_add_epi32, _mm256_dpbusd_avx_epi32, 8)
+#undef VNNI_RUN
+#undef CHAINS
 
 typedef struct {
     uint8_t palette, start_row, reserved[14];

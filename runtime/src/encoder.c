@@ -31,12 +31,13 @@
  *            with its own buffers; attention tasks are (sequence, head) pairs.
  *   columns  few tokens (T ≤ EMB_COLUMN_SPLIT_ROWS · W): a panel per worker would leave workers
  *            idle and make each read every weight, so each linear layer's outputs are cut into
- *            one slice per worker instead (whole blocks of 32: column_slice). An MLP's activation and quantization run on the slice that
- *            produced them (both work per block of 32 columns), and so do the rotary positions
- *            of a slice of whole heads; an attention task quantizes its own head when the head
- *            is whole blocks (task_attention_staged), and a GLU of whole blocks computes its
- *            product on its up projection's slices (task_glu_columns); row-wise steps for the
- *            norms (and the rest otherwise) in between.
+ *            one slice per worker instead (whole blocks of 32: column_slice). An MLP's
+ *            activation and quantization run on the slice that produced them (both work per
+ *            block of 32 columns), and so do the rotary positions of a slice of whole heads;
+ *            an attention task quantizes its own head when the head is whole blocks
+ *            (task_attention_staged), and a GLU of whole blocks computes its product on its up
+ *            projection's slices (task_glu_columns); row-wise steps for the norms (and the
+ *            rest otherwise) in between.
  * Either way every output element is computed by the same operations in the same order as with
  * one worker, so the vectors do not depend on W or on the split (tests/runtime checks it).
  */
