@@ -175,12 +175,12 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
  * tdpbssd multiplies signed by signed bytes: C (rows × 16 int32) += A (rows × 32 codes of one
  * block) · B (8 rows of 64 bytes: cell j of four n4k4 groups side by side, the layout vpdpbusd's
  * weights() builds, without the XOR). Each block's sum is exact, as vpdpbusd's, and the float
- * epilogue is tile()'s, so the bits are the other sets'. The B rows of a 16-output slice are
- * packed once per call and chunk of K and shared by every row tile; two blocks run at once on
+ * epilogue is tile()'s, so the bits are the other sets'. The B rows of a 16-output slice come
+ * from the weights' tile layout made at load (emb_linear.qt), else are packed once per call and
+ * chunk of K, and are shared by every row tile; two blocks run at once on
  * tiles 0-2 and 3-5 so that one block's epilogue overlaps the next one's tdpbssd. Row tiles are
- * min(M, 16) rows; past 16 rows the last tile starts at M − 16 and recomputes rows of the one
- * before it, writing the same values. Output groups past the last full slice of 16 (only in
- * linears narrower than a multiple of 16: the self-check's, the int8 attention's keys) go
+ * 16 rows, then one of the rest. Output groups past the last full slice of 16 (only in linears
+ * narrower than a multiple of 16: the self-check's, the int8 attention's keys) go
  * through gemm_q8_avx512.
  */
 #define AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))

@@ -3,7 +3,8 @@
  *
  *   test_native            every kernel set this CPU runs (and the test-only AVX-VNNI tile on
  *                          EVEX) against the reference, bit for bit, on random shapes including
- *                          every tail; the self-check; the pool under many loops and sizes, and
+ *                          every tail, the int8 GEMM also with its weights in the AMX tile layout
+ *                          the engine makes at load; the self-check; the pool under many loops and sizes, and
  *                          its solo rule
  *
  * (tests/runtime/test_engine.c checks whole models: the same vectors for every kernel set, thread
@@ -35,10 +36,19 @@ static int runs_here(const emb_kernels *k) { return !k->supported || k->supporte
 
 /* ── GEMM ──────────────────────────────────────────────────────────────────────────── */
 
+/* W's n4k4 codes (n, k) in the AMX tile layout: per 16 outputs, k/4 rows of 64 bytes, row j =
+   cell j of the slice's four groups side by side (model.h, emb_linear.qt). */
+static void tile_layout(const int8_t *q, size_t n, size_t k, int8_t *qt) {
+    size_t cells = k / 4;
+    for (size_t s = 0; s < n / 16; s++)
+        for (size_t j = 0; j < cells; j++)
+            for (size_t g = 0; g < 4; g++) memcpy(qt + (s * cells + j) * 64 + g * 16, q + ((4 * s + g) * cells + j) * 16, 16);
+}
+
 static void test_gemm_shapes(const emb_kernels *k) {
     int bad = 0, trials = 40;
     for (int t = 0; t < trials; t++) {
-        size_t m = urand(1, 70), n = 4 * urand(1, 40), kk = 32 * urand(1, t % 8 == 0 ? 80 : 12);
+        size_t m = urand(1, 70), n = t % 2 ? 16 * urand(1, 12) : 4 * urand(1, 40), kk = 32 * urand(1, t % 8 == 0 ? 80 : 12);
         size_t nb = kk / 32;
         int8_t *wq = malloc(n * kk), *xq = malloc(m * kk);
         float *ws = malloc(4 * n * nb), *xs = malloc(4 * m * nb), *bias = malloc(4 * n);
@@ -60,7 +70,20 @@ static void test_gemm_shapes(const emb_kernels *k) {
             bad++;
             printf("  %s GEMM m=%zu n=%zu k=%zu ldy=%zu differs\n", k->name, m, n, kk, ldy);
         }
-        free(wq), free(xq), free(ws), free(xs), free(bias), free(y1), free(y2);
+        /* and with the weights also in the AMX tile layout, as the engine lays them out at load
+           where the amx set runs (model.h, emb_linear.qt; N a multiple of 16) */
+        int8_t *qt = n % 16 == 0 ? malloc(n * kk) : NULL;
+        if (qt) {
+            tile_layout(wq, n, kk, qt);
+            lin.qt = qt;
+            memset(y2, 0, 4 * m * ldy);
+            k->gemm_q8(xq, xs, m, &lin, y2, ldy);
+            if (memcmp(y1, y2, 4 * m * ldy) != 0) {
+                bad++;
+                printf("  %s GEMM (tile layout) m=%zu n=%zu k=%zu ldy=%zu differs\n", k->name, m, n, kk, ldy);
+            }
+        }
+        free(wq), free(xq), free(ws), free(xs), free(bias), free(y1), free(y2), free(qt);
     }
     CHECK(bad == 0, "%s: %d of %d GEMM shapes differ from the reference", k->name, bad, trials);
 }
