@@ -202,6 +202,10 @@ def test_embedder_on_the_engine(name: str, fresh_home: Path) -> None:
     ref = reference(name)
     lo, mean = MEASURED[name]
     e = Embedder.load(str(model_dir(name)), backend="native")
+    # the bundle written on this first use is in the loaded manifest as in the saved one
+    from edgembed.manifest import Manifest
+    saved = Manifest.load(e.model_dir).bundles
+    assert saved["int8"]["sha256"] and e.manifest.bundles == saved
     for set_name, embed in (("query", e.embed_query), ("document", e.embed_document)):
         want = ref.sets[set_name]
         cos = cosines(np.asarray(embed(texts()[: len(want)])), want)

@@ -200,6 +200,7 @@ def test_an_int8_bundle_in_the_cache_is_replaced_by_the_rescored_one(sp_home: Pa
     entry = Manifest.load(pull(model_dir("splade-bert")).dir).bundles["int8"]
     assert (entry["sparse"], Path(str(entry["file"])).name) == (
         "rescored", "splade-bert.rescored.emb")
+    assert auto.manifest.bundles["int8"] == entry  # the rewrite, in the loaded manifest too
     rescored = Embedder.load(Path(str(entry["path"])))  # the bundle file, on the wasm engine
     got, want = auto.embed_sparse(texts()[:8]), rescored.embed_sparse(texts()[:8])
     for a, b in zip(got, want, strict=True):  # the same bits on every host

@@ -277,4 +277,5 @@ def engine_bundle(model_dir: Path, manifest: Manifest, *, write: bool) -> tuple[
 
     record, bundle = export_bundle(manifest.name, force=stale,
                                    sparse="rescored" if sparse else None)
+    manifest.bundles["int8"] = dict(record)  # what export_bundle saved, in the caller's copy too
     return bundle, str(record["sha256"])
