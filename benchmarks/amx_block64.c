@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "amx_block64: this CPU has no AMX-INT8, or the OS refused the tile state\n");
         return 1;
     }
-    size_t m = (size_t)am, n = (size_t)an, k = (size_t)ak, nb32 = k / 32, nb64 = k / 64, cells = k / 4;
+    size_t m = (size_t)am, n = (size_t)an, k = (size_t)ak, nb32 = k / 32, nb64 = k / 64;
     int8_t *xq = alloc64(m * k), *q = alloc64(n * k), *qt = alloc64(n * k);
     float *xs32 = alloc64(4 * m * nb32), *ws32 = alloc64(4 * n * nb32), *xs64 = alloc64(4 * m * nb64);
     float *ws64 = alloc64(4 * n * nb64), *bias = alloc64(4 * n), *y = alloc64(4 * m * n), *yd = alloc64(4 * m * n);
@@ -166,11 +166,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < m * nb64; i++) xs64[i] = scale();
     for (size_t i = 0; i < n * nb64; i++) ws64[i] = scale();
     for (size_t i = 0; i < n; i++) bias[i] = (float)(next() % 2000) * 1e-3f - 1.0f;
-    for (size_t s = 0; s < n / 16; s++) {  /* the tile layout, as engine.c's tile_weights */
-        for (size_t j = 0; j < cells; j++) {
-            for (size_t g = 0; g < 4; g++) memcpy(qt + (s * cells + j) * 64 + g * 16, q + ((4 * s + g) * cells + j) * 16, 16);
-        }
-    }
+    emb_tile_layout(q, n, k, qt);  /* as the engine lays the weights out at load */
     emb_linear w = {q, ws32, bias, (int32_t)n, (int32_t)k, NULL, qt};
     emb_gemm_q8_ref(xq, xs32, m, &w, yd, n);
     gemm_q8_amx(xq, xs32, m, &w, y, n);

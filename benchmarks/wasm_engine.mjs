@@ -100,7 +100,10 @@ async function measure(rounds, withOrt) {
       continue;
     }
     const name = `edgembed:${e.build}`;
-    if (name in engines) continue; // "auto" and the build it picked
+    if (name in engines) { // "auto" and the build it picked: one of them is enough
+      e.dispose();
+      continue;
+    }
     engines[name] = async (batch) => e.embed(batch.map((t) => t.text));
     builds[name] = e.build;
     emb ??= e;

@@ -353,6 +353,15 @@ static emb_status load_linear(loader *ld, const char *name, int32_t n, int32_t k
     return padding_is_zero(out, (size_t)n, (size_t)k) ? EMB_STATUS_OK : EMB_STATUS_CORRUPT;
 }
 
+void emb_tile_layout(const int8_t *q, size_t n, size_t k, int8_t *qt) {
+    size_t cells = k / 4;
+    for (size_t s = 0; s < n / 16; s++) {
+        for (size_t j = 0; j < cells; j++) {
+            for (size_t g = 0; g < 4; g++) emb_memcpy(qt + (s * cells + j) * 64 + g * 16, q + ((4 * s + g) * cells + j) * 16, 16);
+        }
+    }
+}
+
 /* The AMX tile layout of every int8 linear whose N is a multiple of 16 (all of a bundle's: N is
    padded to 32), in one allocation, where the "amx" kernel set runs: its GEMM then reads the
    weights as they are instead of packing them on every call (model.h, emb_linear.qt). */
@@ -378,16 +387,9 @@ static emb_status tile_weights(emb_model *m) {
     for (size_t i = 0; i < n_lins; i++) {
         emb_linear *lin = lins[i];
         if (!lin->q || lin->n % 16) continue;
-        size_t k = (size_t)lin->k, cells = k / 4;
-        for (size_t s = 0; s < (size_t)lin->n / 16; s++) {
-            for (size_t j = 0; j < cells; j++) {
-                for (size_t g = 0; g < 4; g++) {
-                    emb_memcpy(p + (s * cells + j) * 64 + g * 16, lin->q + ((4 * s + g) * cells + j) * 16, 16);
-                }
-            }
-        }
+        emb_tile_layout(lin->q, (size_t)lin->n, (size_t)lin->k, p);
         lin->qt = p;
-        p += (size_t)lin->n * k;
+        p += (size_t)lin->n * (size_t)lin->k;
     }
 #else
     (void)m;

@@ -198,6 +198,10 @@ struct emb_context {
 /* engine.c: emb_model_init with the data checksum optional (verify_crc = 0 lets a fuzzer reach
    the checks that come after it). */
 emb_status emb_model_init_ex(emb_model **out, const void *bundle, size_t size, int verify_crc);
+/* engine.c: W's n4k4 codes q (n, k; n a multiple of 16) in the AMX tile layout qt (n·k bytes):
+   per 16 outputs, k/4 rows of 64 bytes, row j = cell j of the slice's four groups side by side
+   (emb_linear.qt; made at load where the "amx" set runs). */
+void emb_tile_layout(const int8_t *q, size_t n, size_t k, int8_t *qt);
 
 /* encoder.c: the hidden states of all tokens into ctx->x (row stride Cp). Inputs are already
    checked; type_ids may be NULL (all 0). */

@@ -3,9 +3,9 @@
  *
  *   test_native            every kernel set this CPU runs (and the test-only AVX-VNNI tile on
  *                          EVEX) against the reference, bit for bit, on random shapes including
- *                          every tail, the int8 GEMM also with its weights in the AMX tile layout
- *                          the engine makes at load; the self-check; the pool under many loops and sizes, and
- *                          its solo rule
+ *                          every tail, the int8 GEMM also with its weights in the AMX tile
+ *                          layout the engine makes at load (emb_tile_layout); the self-check;
+ *                          the pool under many loops and sizes, and its solo rule
  *
  * (tests/runtime/test_engine.c checks whole models: the same vectors for every kernel set, thread
  * count and split.) Prints one line per failure and ends with "N passed, N failed".
@@ -36,15 +36,6 @@ static int runs_here(const emb_kernels *k) { return !k->supported || k->supporte
 
 /* ── GEMM ──────────────────────────────────────────────────────────────────────────── */
 
-/* W's n4k4 codes (n, k) in the AMX tile layout: per 16 outputs, k/4 rows of 64 bytes, row j =
-   cell j of the slice's four groups side by side (model.h, emb_linear.qt). */
-static void tile_layout(const int8_t *q, size_t n, size_t k, int8_t *qt) {
-    size_t cells = k / 4;
-    for (size_t s = 0; s < n / 16; s++)
-        for (size_t j = 0; j < cells; j++)
-            for (size_t g = 0; g < 4; g++) memcpy(qt + (s * cells + j) * 64 + g * 16, q + ((4 * s + g) * cells + j) * 16, 16);
-}
-
 static void test_gemm_shapes(const emb_kernels *k) {
     int bad = 0, trials = 40;
     for (int t = 0; t < trials; t++) {
@@ -74,7 +65,7 @@ static void test_gemm_shapes(const emb_kernels *k) {
            where the amx set runs (model.h, emb_linear.qt; N a multiple of 16) */
         int8_t *qt = n % 16 == 0 ? malloc(n * kk) : NULL;
         if (qt) {
-            tile_layout(wq, n, kk, qt);
+            emb_tile_layout(wq, n, kk, qt);
             lin.qt = qt;
             memset(y2, 0, 4 * m * ldy);
             k->gemm_q8(xq, xs, m, &lin, y2, ldy);
