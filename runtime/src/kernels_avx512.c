@@ -61,7 +61,7 @@ INLINE AVX512 __m512 scales(const float *s0, size_t sstride, size_t b, const int
 INLINE AVX512 void tile(const int8_t *xq, size_t k, const float *xs, size_t nb, const int32_t *corr, size_t cb,
                         size_t b0, size_t b1, const int8_t *wq, const float *ws, const float *bias, float *y,
                         size_t ldy, int first, int last, const int MR, const int NG, const int8_t *wp,
-                        const int PACKED) {
+                        const int PACKED, const int CELLS) {
     const __mmask16 mask = (__mmask16)((1u << (4 * NG)) - 1u);
     size_t gstride = 4 * k, sstride = 4 * nb;
     __m512 facc[12];
@@ -71,8 +71,8 @@ INLINE AVX512 void tile(const int8_t *xq, size_t k, const float *xs, size_t nb, 
     for (size_t b = b0; b < b1; b++) {
         __m512i acc[12]; /* starts at −128·Σx: after the block it holds Σ x·w exactly */
         for (int r = 0; r < MR; r++) acc[r] = _mm512_set1_epi32(-corr[(size_t)r * cb + (b - b0)]);
-        for (size_t j = b * 8; j < b * 8 + 8; j++) {
-            __m512i w = PACKED ? _mm512_load_si512((const void *)(wp + (j - b0 * 8) * 64)) : weights(wq, gstride, j, NG);
+        for (size_t j = b * CELLS; j < b * CELLS + CELLS; j++) {
+            __m512i w = PACKED ? _mm512_load_si512((const void *)(wp + (j - b0 * CELLS) * 64)) : weights(wq, gstride, j, NG);
             for (int r = 0; r < MR; r++) {
                 int32_t x4;
                 __builtin_memcpy(&x4, xq + (size_t)r * k + 4 * j, 4);
@@ -92,16 +92,21 @@ INLINE AVX512 void tile(const int8_t *xq, size_t k, const float *xs, size_t nb, 
     }
 }
 
-/* corr[r][b - b0] = 128 · Σ of row r's codes in block b, for rows × blocks b0 .. b1-1 */
-static AVX512 void corrections(const int8_t *xq, size_t k, size_t rows, size_t b0, size_t b1, int32_t *corr) {
+/* corr[r][b - b0] = 128 · Σ of row r's codes in block b (BLK codes, a multiple of 32), for
+   rows × blocks b0 .. b1-1 */
+INLINE AVX512 void corrections(const int8_t *xq, size_t k, size_t rows, size_t b0, size_t b1, int32_t *corr,
+                               const int BLK) {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     size_t cb = b1 - b0;
     for (size_t r = 0; r < rows; r++) {
         for (size_t b = b0; b < b1; b++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(xq + r * k + b * EMB_BLOCK));
-            __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256());  /* Σ (x + 128) */
+            __m256i s = _mm256_setzero_si256();
+            for (int h = 0; h < BLK; h += 32) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(xq + r * k + b * BLK + h));
+                s = _mm256_add_epi64(s, _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256()));
+            }  /* Σ (x + 128) */
             __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            int32_t sum = (int32_t)(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1)) - 128 * EMB_BLOCK;
+            int32_t sum = (int32_t)(_mm_cvtsi128_si64(t) + _mm_extract_epi64(t, 1)) - 128 * BLK;
             corr[r * cb + (b - b0)] = 128 * sum;
         }
     }
@@ -114,18 +119,19 @@ static AVX512 void corrections(const int8_t *xq, size_t k, size_t rows, size_t b
  * XOR leave the inner loop) and every row tile loads it whole (for two tiles the copy cost more
  * than it saved).
  */
-static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y,
-                                  size_t ldy) {
-    size_t k = (size_t)w->k, nb = k / EMB_BLOCK, ng = (size_t)w->n / 4;
+INLINE AVX512 void gemm_blocks(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y, size_t ldy,
+                               const int BLK) {
+    const int CELLS = BLK / 4, CHUNK = EMB_GEMM_BLOCKS * EMB_BLOCK / BLK;  /* K 2048 per chunk */
+    size_t k = (size_t)w->k, nb = k / (size_t)BLK, ng = (size_t)w->n / 4;
     int32_t corr[EMB_GEMM_ROWS * EMB_GEMM_BLOCKS];
     _Alignas(64) int8_t packed[EMB_GEMM_BLOCKS * 8 * 64];
     for (size_t i0 = 0; i0 < m; i0 += EMB_GEMM_ROWS) {
         size_t rows = m - i0 < EMB_GEMM_ROWS ? m - i0 : EMB_GEMM_ROWS;
         size_t n_tiles = rows <= 12 ? 1 : (rows + 7) / 8, per = (rows + n_tiles - 1) / n_tiles;
-        for (size_t b0 = 0; b0 < nb; b0 += EMB_GEMM_BLOCKS) {
-            size_t b1 = nb - b0 < EMB_GEMM_BLOCKS ? nb : b0 + EMB_GEMM_BLOCKS, cb = b1 - b0;
+        for (size_t b0 = 0; b0 < nb; b0 += (size_t)CHUNK) {
+            size_t b1 = nb - b0 < (size_t)CHUNK ? nb : b0 + (size_t)CHUNK, cb = b1 - b0;
             int first = b0 == 0, last = b1 == nb;
-            corrections(xq + i0 * k, k, rows, b0, b1, corr);
+            corrections(xq + i0 * k, k, rows, b0, b1, corr, BLK);
             /* outputs outer, rows inner: a 16-output slice of W stays in L1 across the row tiles */
             for (size_t g = 0; g < ng; g += 4) {
                 const int8_t *wq = w->q + g * 4 * k;
@@ -133,8 +139,8 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
                 size_t left = ng - g;
                 const int8_t *wp = NULL;
                 if (left >= 4 && n_tiles > 2) {
-                    for (size_t j = b0 * 8; j < b1 * 8; j++) {
-                        _mm512_store_si512((void *)(packed + (j - b0 * 8) * 64), weights(wq, 4 * k, j, 4));
+                    for (size_t j = b0 * CELLS; j < b1 * CELLS; j++) {
+                        _mm512_store_si512((void *)(packed + (j - b0 * CELLS) * 64), weights(wq, 4 * k, j, 4));
                     }
                     wp = packed;
                 }
@@ -145,16 +151,16 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
                     float *yt = y + (i0 + i) * ldy + g * 4;
                     size_t mr = rows - i < per ? rows - i : per;
                     if (left < 4) { /* the last 1-3 groups: one row at a time */
-                        if (left == 3) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 3, NULL, 0);
-                        else if (left == 2) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 2, NULL, 0);
-                        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 1, NULL, 0);
+                        if (left == 3) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 3, NULL, 0, CELLS);
+                        else if (left == 2) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 2, NULL, 0, CELLS);
+                        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, 1, 1, NULL, 0, CELLS);
                         i += 1;
                         continue;
                     }
 #define EMB_TILE(R)                                                                                     \
     case R:                                                                                             \
-        if (wp) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, wp, 1);   \
-        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, NULL, 0);    \
+        if (wp) tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, wp, 1, CELLS);   \
+        else tile(xr, k, sr, nb, cr, cb, b0, b1, wq, ws, bias, yt, ldy, first, last, R, 4, NULL, 0, CELLS);    \
         break;
                     switch (mr) {
                     EMB_TILE(12) EMB_TILE(11) EMB_TILE(10) EMB_TILE(9) EMB_TILE(8) EMB_TILE(7)
@@ -168,6 +174,12 @@ static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, c
             }
         }
     }
+}
+
+/* The engine's scheme: blocks of EMB_BLOCK (benchmarks/block64.c instantiates 64 beside it) */
+static AVX512 void gemm_q8_avx512(const int8_t *xq, const float *xs, size_t m, const emb_linear *w, float *y,
+                                  size_t ldy) {
+    gemm_blocks(xq, xs, m, w, y, ldy, EMB_BLOCK);
 }
 
 /* ── the "amx" set: the int8 GEMM on AMX tiles ─────────────────────────────────────── */

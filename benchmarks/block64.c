@@ -1,24 +1,29 @@
 /*
- * amx_block64.c — what blocks of 64 along K would give the AMX int8 GEMM.
+ * block64.c — what blocks of 64 along K would give the int8 GEMM of the amx and avx512-vnni
+ * kernel sets.
  *
- * The int8 scheme scales every block of 32 codes along K (weights and activations), so the amx
- * kernel set's GEMM (runtime/src/kernels_avx512.c, included below) runs each tdpbssd on 32 codes
- * — half a tile's K — and stores and converts every block's sums for its float epilogue. This
- * program times that kernel against the same kernel with blocks of 64 (one tdpbssd per 64 codes,
- * one epilogue per 64: a scheme the bundles do not have; benchmarks/block_size.py measures its
- * accuracy) on random codes and scales of one shape, one thread, and checks both: the built
- * kernel against the reference GEMM (emb_gemm_q8_ref), the blocks of 64 against a scalar
- * definition of their scheme in the reference's order (sum of (s_x·s_w)·Σ per block, then the
- * bias), bit for bit.
+ * The int8 scheme scales every block of 32 codes along K (weights and activations), so each
+ * block's exact integer sums are converted, scaled and added to the float sums (the epilogue)
+ * every 32 codes; the amx set runs each tdpbssd on 32 codes — half a tile's K — and stores a
+ * tile per block for that epilogue. This program times a kernel set's GEMM as built
+ * (runtime/src/kernels_avx512.c, included below) against the same kernel with blocks of 64 (one
+ * epilogue per 64 codes, and one tdpbssd per 64 on AMX: a scheme the bundles do not have;
+ * benchmarks/block_size.py measures its accuracy) on random codes and scales of one shape, one
+ * thread. The avx512-vnni kernel with blocks of 64 is the engine's own code instantiated with the
+ * other block size (gemm_blocks); the AMX one is amx_tile's structure, below. Both kernels of a
+ * set are checked first: the built one against the reference GEMM (emb_gemm_q8_ref), the blocks
+ * of 64 against a scalar definition of their scheme in the reference's order (sum of
+ * (s_x·s_w)·Σ per block, then the bias), bit for bit.
  *
- *   amx_block64 M N K [SECONDS]   N a multiple of 16, K of 64; prints one line:
- *       amx_block64 M N K <µs, blocks of 32> <µs, blocks of 64> <ratio>
+ *   block64 SET M N K [SECONDS]   SET amx or avx512-vnni, N a multiple of 16, K of 64; prints:
+ *       block64 SET M N K <µs, blocks of 32> <µs, blocks of 64> <ratio>
  *   (the best call of each, timed in alternating rounds for SECONDS in all, default 1)
  *
- * Exit status: 0 done; 1 no AMX here (or the OS refused the tile state); 2 bad arguments; 3 a
- * kernel differs from its definition. Build it with runtime/cflags.txt's flags and -O3, linked
- * with the objects of `runtime/build.sh native` (build/native/obj) but kernels_avx512.o, whose
- * code this file includes; tests/python/test_amx_block64.py shows the command.
+ * Exit status: 0 done; 1 the set cannot run here (no such CPU features, or the OS refused AMX's
+ * tile state); 2 bad arguments; 3 a kernel differs from its definition. Build it with
+ * runtime/cflags.txt's flags and -O3, linked with the objects of `runtime/build.sh native`
+ * (build/native/obj) but kernels_avx512.o, whose code this file includes;
+ * tests/python/test_block64.py shows the command.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "kernels_avx512.c"
@@ -103,12 +108,18 @@ static AMX void b64_rows(const int8_t *xq, const float *xs, size_t m, size_t row
     _tile_release();
 }
 
-static void b64_gemm(const int8_t *xq, const float *xs, size_t m, const int8_t *qt, const float *ws, const float *bias,
-                     size_t n, size_t k, float *y) {
-    size_t whole = m / 16 * 16, rest = m - whole, nb = k / B64;
-    if (whole) b64_rows(xq, xs, whole, 16, qt, ws, bias, n, k, y, n);
-    if (rest) b64_rows(xq + whole * k, xs + whole * nb, rest, rest, qt, ws, bias, n, k, y + whole * n, n);
+static void b64_gemm_amx(const emb_linear *w, const int8_t *xq, const float *xs, size_t m, float *y) {
+    size_t n = (size_t)w->n, k = (size_t)w->k, whole = m / 16 * 16, rest = m - whole, nb = k / B64;
+    if (whole) b64_rows(xq, xs, whole, 16, w->qt, w->scale, w->bias, n, k, y, n);
+    if (rest) b64_rows(xq + whole * k, xs + whole * nb, rest, rest, w->qt, w->scale, w->bias, n, k, y + whole * n, n);
 }
+
+static AVX512 void b64_gemm_avx512(const emb_linear *w, const int8_t *xq, const float *xs, size_t m, float *y) {
+    gemm_blocks(xq, xs, m, w, y, (size_t)w->n, B64);
+}
+
+typedef void (*gemm_fn)(const int8_t *, const float *, size_t, const emb_linear *, float *, size_t);
+typedef void (*b64_fn)(const emb_linear *, const int8_t *, const float *, size_t, float *);
 
 /* The scheme of blocks of 64, in the reference's order (the n4k4 code of output o at k is
    q[((o/4)·K/4 + k/4)·16 + (o%4)·4 + k%4]). */
@@ -142,18 +153,26 @@ static float scale(void) { return (float)(next() % 1000 + 1) * 1e-5f; }
 static void *alloc64(size_t size) { return aligned_alloc(64, (size + 63u) & ~(size_t)63u); }
 
 int main(int argc, char **argv) {
-    long am = argc > 3 ? atol(argv[1]) : 0, an = argc > 3 ? atol(argv[2]) : 0, ak = argc > 3 ? atol(argv[3]) : 0;
-    double secs = argc > 4 ? atof(argv[4]) : 1.0;
-    if (argc < 4 || argc > 5 || am < 1 || am > 4096 || an < 16 || an % 16 || an > 8192 || ak < 64 || ak % 64 ||
-        ak > 8192 || !(secs > 0.0 && secs <= 60.0)) {
-        fprintf(stderr, "usage: amx_block64 M N K [SECONDS]  (1 ≤ M ≤ 4096; N a multiple of 16 up to 8192; K a "
-                        "multiple of 64 up to 8192; 0 < SECONDS ≤ 60)\n");
+    const char *set = argc > 1 ? argv[1] : "";
+    long am = argc > 4 ? atol(argv[2]) : 0, an = argc > 4 ? atol(argv[3]) : 0, ak = argc > 4 ? atol(argv[4]) : 0;
+    double secs = argc > 5 ? atof(argv[5]) : 1.0;
+    int amx = strcmp(set, "amx") == 0, avx512 = strcmp(set, "avx512-vnni") == 0;
+    if (argc < 5 || argc > 6 || !(amx || avx512) || am < 1 || am > 4096 || an < 16 || an % 16 || an > 8192 ||
+        ak < 64 || ak % 64 || ak > 8192 || !(secs > 0.0 && secs <= 60.0)) {
+        fprintf(stderr, "usage: block64 SET M N K [SECONDS]  (SET amx or avx512-vnni; 1 ≤ M ≤ 4096; N a multiple of "
+                        "16 up to 8192; K a multiple of 64 up to 8192; 0 < SECONDS ≤ 60)\n");
         return 2;
     }
-    if (!supported_amx()) {
-        fprintf(stderr, "amx_block64: this CPU has no AMX-INT8, or the OS refused the tile state\n");
+    if (amx && !supported_amx()) {
+        fprintf(stderr, "block64: this CPU has no AMX-INT8, or the OS refused the tile state\n");
         return 1;
     }
+    if (avx512 && !supported_avx512()) {
+        fprintf(stderr, "block64: this CPU has no AVX-512 VNNI\n");
+        return 1;
+    }
+    gemm_fn built = amx ? gemm_q8_amx : gemm_q8_avx512;
+    b64_fn b64 = amx ? b64_gemm_amx : b64_gemm_avx512;
     size_t m = (size_t)am, n = (size_t)an, k = (size_t)ak, nb32 = k / 32, nb64 = k / 64;
     int8_t *xq = alloc64(m * k), *q = alloc64(n * k), *qt = alloc64(n * k);
     float *xs32 = alloc64(4 * m * nb32), *ws32 = alloc64(4 * n * nb32), *xs64 = alloc64(4 * m * nb64);
@@ -167,17 +186,18 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n * nb64; i++) ws64[i] = scale();
     for (size_t i = 0; i < n; i++) bias[i] = (float)(next() % 2000) * 1e-3f - 1.0f;
     emb_tile_layout(q, n, k, qt);  /* as the engine lays the weights out at load */
-    emb_linear w = {q, ws32, bias, (int32_t)n, (int32_t)k, NULL, qt};
+    emb_linear w = {q, ws32, bias, (int32_t)n, (int32_t)k, NULL, amx ? qt : NULL};
+    emb_linear w64 = {q, ws64, bias, (int32_t)n, (int32_t)k, NULL, amx ? qt : NULL};
     emb_gemm_q8_ref(xq, xs32, m, &w, yd, n);
-    gemm_q8_amx(xq, xs32, m, &w, y, n);
+    built(xq, xs32, m, &w, y, n);
     if (memcmp(y, yd, 4 * m * n) != 0) {
-        fprintf(stderr, "amx_block64: the built kernel differs from the reference GEMM\n");
+        fprintf(stderr, "block64: the built %s kernel differs from the reference GEMM\n", set);
         return 3;
     }
     b64_definition(xq, xs64, m, q, ws64, bias, n, k, yd);
-    b64_gemm(xq, xs64, m, qt, ws64, bias, n, k, y);
+    b64(&w64, xq, xs64, m, y);
     if (memcmp(y, yd, 4 * m * n) != 0) {
-        fprintf(stderr, "amx_block64: the kernel with blocks of 64 differs from their definition\n");
+        fprintf(stderr, "block64: the %s kernel with blocks of 64 differs from their definition\n", set);
         return 3;
     }
     double best32 = 1e30, best64 = 1e30;
@@ -186,22 +206,22 @@ int main(int argc, char **argv) {
             double t0 = now(), t;
             do {
                 double a = now();
-                if (which) b64_gemm(xq, xs64, m, qt, ws64, bias, n, k, y);
-                else gemm_q8_amx(xq, xs32, m, &w, y, n);
+                if (which) b64(&w64, xq, xs64, m, y);
+                else built(xq, xs32, m, &w, y, n);
                 t = now();
                 double *best = which ? &best64 : &best32;
                 if (t - a < *best) *best = t - a;
             } while (t - t0 < secs / 20);
         }
     }
-    printf("amx_block64 %zu %zu %zu %.3f %.3f %.3f\n", m, n, k, best32 * 1e6, best64 * 1e6, best32 / best64);
+    printf("block64 %s %zu %zu %zu %.3f %.3f %.3f\n", set, m, n, k, best32 * 1e6, best64 * 1e6, best32 / best64);
     free(xq), free(q), free(qt), free(xs32), free(ws32), free(xs64), free(ws64), free(bias), free(y), free(yd);
     return 0;
 }
 
 #else
 int main(void) {
-    fprintf(stderr, "amx_block64: needs an x86-64 native build (gcc or clang)\n");
+    fprintf(stderr, "block64: needs an x86-64 native build (gcc or clang)\n");
     return 1;
 }
 #endif
