@@ -2,11 +2,14 @@
  * embcli — a debugging CLI for the native engine (only a CLI's main prints).
  *
  *   embcli BUNDLE TEXT...        token ids and the first values of each text's embedding
- *   embcli bench BUNDLE [N] [L] [THREADS] [KERNELS] [SECONDS]
+ *   embcli bench BUNDLE [N] [L] [THREADS] [KERNELS] [SECONDS] [cold]
  *                                N sequences of L tokens, encoded as one batch: the best call's
  *                                tokens/s and G-MAC/s, and the median call's time (of
  *                                the first 65,536 calls at most; default 32 x 64, 1 thread,
- *                                the best kernel set, calls for 2 s)
+ *                                the best kernel set, calls for 2 s). "cold": before each call
+ *                                (untimed) write 64 MiB elsewhere, so that the call finds the
+ *                                weights in memory rather than in the caches, as a call does
+ *                                after other work
  */
 #define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
@@ -72,6 +75,7 @@ int main(int argc, char **argv) {
         int threads = argc > 5 ? atoi(argv[5]) : 1;
         const char *kernels = argc > 6 ? argv[6] : NULL;
         double seconds = argc > 7 ? atof(argv[7]) : 2.0;
+        int cold = argc > 8 && strcmp(argv[8], "cold") == 0;
         if (n < 1 || l < 2 || l > info.max_length || threads < 1) return 2;
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n * l)), *lens = malloc(sizeof(int32_t) * (size_t)n);
         float *out = malloc(sizeof(float) * (size_t)(n * info.dim));
@@ -87,7 +91,14 @@ int main(int argc, char **argv) {
            the one least disturbed by other work; CPU time over wall time shows how disturbed */
         int reps = 0, cap = 1 << 16;
         double t0 = now(), best = 1e30, best_cpu = 0, t, *times = malloc(sizeof(double) * (size_t)cap);
+        size_t evict_size = (size_t)64 << 20;
+        volatile char *evict = cold ? malloc(evict_size) : NULL;
+        if (cold && !evict) {
+            fprintf(stderr, "embcli: out of memory\n");
+            return 1;
+        }
         do {
+            for (size_t q = 0; evict && q < evict_size; q += 64) evict[q] = (char)q;
             double a = now(), ca = cpu_now();
             emb_context_encode(ctx, ids, lens, (size_t)n, EMB_POOLING_MODEL, -1, out, (size_t)(n * info.dim));
             double dt = now() - a;
@@ -103,6 +114,7 @@ int main(int argc, char **argv) {
             median = times[kept / 2];
             free(times);
         }
+        free((void *)evict);
         double c = info.dim, f = info.ffn_dim, tokens = (double)n * l;
         double macs = tokens * info.n_layers * (4 * c * c + 2 * c * f) + (double)n * info.n_layers * 2.0 * l * l * c;
         printf("%d x %d tokens, %d threads, %s: %.0f tokens/s, %.2f G-MAC/s (linear + attention), best of %d "
