@@ -4,10 +4,10 @@ The int8 scheme gives every block of 32 values along K its own scale, in the wei
 the activations (docs/quantization.md). A block is also the unit of the engine's float
 epilogue: on AMX, where one ``tdpbssd`` could take 64 codes of K, a block of 32 does half a
 tile's work and every block needs its own epilogue (``benchmarks/block64.c`` measures what
-blocks of 64 would give the GEMM, on AMX and on AVX-512 VNNI). This script measures the other side, the vectors: each
-model's linear layers as onnxruntime ``MatMulNBits`` nodes of 8 bits in blocks of B
-(``accuracy_level`` 4, so the activations are quantized per token row in blocks of the same B,
-as the engine does), the word table int8 as shipped, against the fp32 export, on the
+blocks of 64 would give the GEMM, on AMX and on AVX-512 VNNI). This script measures the other
+side, the vectors: each model's linear layers as onnxruntime ``MatMulNBits`` nodes of 8 bits
+in blocks of B (``accuracy_level`` 4, so the activations are quantized per token row in blocks
+of the same B, as the engine does), the word table int8 as shipped, against the fp32 export, on the
 calibration corpus (262 texts) — the measurement ``embed export`` makes for the shipped int8,
 with B = 32 reproducing its recorded numbers.
 
