@@ -51,7 +51,8 @@ static int by_value(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int bench = argc > 1 && strcmp(argv[1], "bench") == 0;
     if (argc < 3) {
-        fprintf(stderr, "usage: embcli BUNDLE TEXT... | embcli bench BUNDLE [N] [L] [THREADS] [KERNELS] [SECONDS]\n");
+        fprintf(stderr, "usage: embcli BUNDLE TEXT... | embcli bench BUNDLE [N] [L] [THREADS] [KERNELS] [SECONDS] "
+                        "[cold]\n");
         return 2;
     }
     const char *path = argv[bench ? 2 : 1];
@@ -76,7 +77,15 @@ int main(int argc, char **argv) {
         const char *kernels = argc > 6 ? argv[6] : NULL;
         double seconds = argc > 7 ? atof(argv[7]) : 2.0;
         int cold = argc > 8 && strcmp(argv[8], "cold") == 0;
-        if (n < 1 || l < 2 || l > info.max_length || threads < 1) return 2;
+        if (argc > 9 || (argc > 8 && !cold)) {
+            fprintf(stderr, "embcli: bench takes at most 7 arguments, the last one \"cold\" if any\n");
+            return 2;
+        }
+        if (n < 1 || l < 2 || l > info.max_length || threads < 1) {
+            fprintf(stderr, "embcli: bench needs N >= 1, 2 <= L <= %d (this model's maximum) and THREADS >= 1\n",
+                    info.max_length);
+            return 2;
+        }
         int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n * l)), *lens = malloc(sizeof(int32_t) * (size_t)n);
         float *out = malloc(sizeof(float) * (size_t)(n * info.dim));
         for (int i = 0; i < n * l; i++) ids[i] = 1000 + (i * 7919) % 20000;

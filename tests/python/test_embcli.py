@@ -1,7 +1,8 @@
 """build/native/embcli bench, the engine's debugging timer: calls of N × L tokens, warm or
-``cold`` (64 MiB written before each call, untimed), one line of results; bad shapes exit with
-status 2. Times are checked only for being positive and ordered (best ≤ median): a speed is a
-benchmark's business, never a test's."""
+``cold`` (64 MiB written before each call, untimed), one line of results; bad shapes and
+unknown trailing arguments exit with status 2 and say what is wanted. Times are checked only
+for being positive and ordered (best ≤ median): a speed is a benchmark's business, never a
+test's."""
 
 from __future__ import annotations
 
@@ -47,3 +48,13 @@ def test_bench_refuses_bad_shapes(embcli: Path, bundle: Path, args: tuple[str, s
     done = run(embcli, "bench", str(bundle), *args, "1", "", "0.05")
     assert done.returncode == 2
     assert done.stdout == ""
+    assert "bench needs N >= 1, 2 <= L <= 256" in done.stderr  # all-minilm-l6-v2: 256 tokens
+
+
+@pytest.mark.parametrize("extra", [("col",), ("cold", "more")])
+def test_bench_refuses_unknown_trailing_arguments(embcli: Path, bundle: Path,
+                                                  extra: tuple[str, ...]) -> None:
+    done = run(embcli, "bench", str(bundle), "2", "12", "1", "", "0.05", *extra)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert 'the last one "cold" if any' in done.stderr
